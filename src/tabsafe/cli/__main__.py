@@ -1,0 +1,5 @@
+import sys
+
+from tabsafe.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""The data model: hierarchies, table specifications, tables and microdata (no engine, no method)."""

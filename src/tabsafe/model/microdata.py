@@ -1,0 +1,130 @@
+"""Where records (or inner cells) come from: files or in-memory frames, with their codelists.
+
+A :class:`Microdata` names a source of unit records and the declared codelist (a
+:class:`~tabsafe.model.hierarchy.Hierarchy`) of each categorical variable. An
+:class:`InnerCells` names an already aggregated table of inner cells with its count column.
+Neither copies data: engines read the source where it lies.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from tabsafe.errors import InputError
+from tabsafe.model.hierarchy import Hierarchy
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """A Parquet or CSV file (or a glob of them) read in place by the engine."""
+
+    path: str
+    format: str  # "parquet" | "csv"
+
+    @classmethod
+    def of(cls, path: str | os.PathLike[str]) -> FileSource:
+        text = str(path)
+        suffix = Path(text).suffix.lower()
+        fmt = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}.get(suffix)
+        if fmt is None:
+            raise InputError(f"unknown data format {suffix or '(none)'!r}; use .parquet or .csv", where=text)
+        if not any(ch in text for ch in "*?[") and not Path(text).is_file():
+            raise InputError("no such file", where=text)
+        return cls(text, fmt)
+
+    def describe(self) -> str:
+        return self.path
+
+
+@dataclass(frozen=True, eq=False)
+class ArrowSource:
+    """An in-memory Arrow table (pandas and polars frames are converted to Arrow)."""
+
+    table: pa.Table
+    name: str = "data"
+
+    def describe(self) -> str:
+        return self.name
+
+
+Source = FileSource | ArrowSource
+
+
+def _to_arrow(data: Any) -> pa.Table:
+    if isinstance(data, pa.Table):
+        return data
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        return pa.Table.from_pandas(data, preserve_index=False)
+    if module == "polars":
+        return data.to_arrow()
+    if isinstance(data, pa.RecordBatch):
+        return pa.Table.from_batches([data])
+    raise InputError(f"cannot read microdata from a {type(data).__name__}; use a file, pandas, polars or Arrow")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Microdata:
+    """Unit records and the declared codelists of their categorical variables.
+
+    Attributes:
+        source: where the records are.
+        codelists: per variable, its codelist (a hierarchy: leaves are the valid codes). A value
+            of a tabulated variable outside its declared codelist is an error; variables without a
+            declared codelist take the values found in the data.
+        key: the record-key column, if the data carry one.
+    """
+
+    source: Source
+    codelists: Mapping[str, Hierarchy] = field(default_factory=dict)
+    key: str | None = None
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Microdata:
+        """Parquet or CSV, by extension."""
+        return cls(source=FileSource.of(path), **kwargs)
+
+    @classmethod
+    def from_parquet(cls, path: str | os.PathLike[str], **kwargs: Any) -> Microdata:
+        return cls(source=FileSource(str(path), "parquet"), **kwargs)
+
+    @classmethod
+    def from_csv(cls, path: str | os.PathLike[str], **kwargs: Any) -> Microdata:
+        return cls(source=FileSource(str(path), "csv"), **kwargs)
+
+    @classmethod
+    def from_frame(cls, data: Any, *, name: str = "data", **kwargs: Any) -> Microdata:
+        """From a pandas or polars DataFrame or an Arrow table."""
+        return cls(source=ArrowSource(_to_arrow(data), name), **kwargs)
+
+    from_pandas = from_polars = from_arrow = from_frame
+
+    def with_codelists(self, codelists: Mapping[str, Hierarchy]) -> Microdata:
+        return Microdata(source=self.source, codelists={**self.codelists, **codelists}, key=self.key)
+
+
+@dataclass(frozen=True, kw_only=True)
+class InnerCells:
+    """An aggregated table of inner cells: one row per combination, a count column.
+
+    Missing combinations count as zero; duplicate combinations, negative or fractional counts
+    and rows that look like margins (a code equal to a total or subtotal) are refused.
+    """
+
+    source: Source
+    count: str
+    codelists: Mapping[str, Hierarchy] = field(default_factory=dict)
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str], *, count: str, **kwargs: Any) -> InnerCells:
+        return cls(source=FileSource.of(path), count=count, **kwargs)
+
+    @classmethod
+    def from_frame(cls, data: Any, *, count: str, name: str = "table", **kwargs: Any) -> InnerCells:
+        return cls(source=ArrowSource(_to_arrow(data), name), count=count, **kwargs)

@@ -89,10 +89,16 @@ class Table:
         shape = tuple(len(d) for d in dims)
         n = int(np.prod(shape, dtype=np.int64)) if dims else 1
         columns: dict[str, Any] = {}
-        if dims:
-            index = np.indices(shape, dtype=np.int32).reshape(len(dims), -1)
-            for d, pos in zip(dims, index):
-                columns[d.variable] = pd.Categorical.from_codes(pos, categories=list(d.hierarchy.order))
+        inner = n
+        outer = 1
+        for d in dims:
+            # Row-major grid: this dimension's codes repeat in blocks of the faster dimensions.
+            inner //= len(d)
+            dtype = np.int8 if len(d) < 128 else (np.int16 if len(d) < 32768 else np.int32)
+            pos = np.tile(np.repeat(np.arange(len(d), dtype=dtype), inner), outer)
+            outer *= len(d)
+            dtype_cat = pd.CategoricalDtype(categories=list(d.hierarchy.order), ordered=False)
+            columns[d.variable] = pd.Categorical.from_codes(pos, dtype=dtype_cat, validate=False)
         for name, arr in values.items():
             arr = np.asarray(arr)
             if arr.shape != (n,):

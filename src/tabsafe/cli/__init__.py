@@ -42,7 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:
-            if exc.name != module:
+            if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
                 raise
             sub._name_parser_map.pop(name, None)  # not built yet in this version
             sub._choices_actions = [a for a in sub._choices_actions if a.dest != name]

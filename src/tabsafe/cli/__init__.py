@@ -55,6 +55,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     try:
+        if argv[:1] == ["protect"] and {"-h", "--help"} & set(argv) and "--method" in argv[:-1]:
+            # `tabsafe protect --method M --help`: the method's own options.
+            from tabsafe.cli.protect import method_parser
+
+            method_parser(argv[argv.index("--method") + 1]).print_help()
+            return 0
         args, rest = parser.parse_known_args(argv)
         if args.command is None:
             parser.print_help()

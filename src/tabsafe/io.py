@@ -29,6 +29,11 @@ from tabsafe.model.table import Table
 SECRET_COLUMNS = frozenset({"original", "ckey", "ckey_int"})
 
 
+def is_secret(column: str) -> bool:
+    """Original values (``original``, ``original_<x>``) and cell keys never go into a release."""
+    return column in SECRET_COLUMNS or column.startswith("original")
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only if the block succeeds."""
@@ -83,7 +88,7 @@ def write_table(
             it, asking for such a column is an error: release files never carry originals.
     """
     cols = list(columns) if columns is not None else ["count"]
-    secret = [c for c in cols if c in SECRET_COLUMNS]
+    secret = [c for c in cols if is_secret(c)]
     if secret and not evaluation:
         raise InputError(f"column {secret[0]!r} may only be written to an evaluation file")
     missing = [c for c in cols if c not in table.cells.columns]

@@ -24,6 +24,7 @@ from tabsafe.model.spec import KeySpec
 from tabsafe.model.table import Table
 from tabsafe.synth import synth_census
 from tabsafe.tabulate import tabulate
+from tabsafe.protect.ptable import PTableParams
 
 
 @dataclass(frozen=True)
@@ -73,7 +74,7 @@ def _protections(table: Table, seed: int) -> list[tuple[str, Any]]:
 
     out: list[tuple[str, Any]] = []
     candidates = [
-        ("ckm", {"max_noise": 3, "variance": 1.5, "js": 2}),
+        ("ckm", {"ptable": PTableParams(max_noise=5, variance=3, js=2)}),
         ("round", {"mode": "random", "base": 3}),
         ("suppress", {"min_freq": 3}),
     ]

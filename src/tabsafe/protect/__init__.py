@@ -1,0 +1,1 @@
+"""Post-tabular protection methods, one module per family (cell key, rounding, suppression, ...)."""

@@ -1,0 +1,78 @@
+"""Properties every generated p-table and its look-up must have (METHODS.md §2)."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tabsafe.protect.cell_key import generate_record_keys, lookup_noise, perturb_counts
+from tabsafe.protect.ptable import PTableParams, generate_ptable
+
+
+@st.composite
+def feasible_params(draw: st.DrawFn) -> PTableParams:
+    """Valid parameters with V above the smallest feasible variance.
+
+    A blocked row i <= js can only mix v = -i with v = js + 1 - i, whose zero-mean variance is
+    i (js + 1 - i); every other row can stay put. So V > max_i i (js + 1 - i) is feasible.
+    """
+    d = draw(st.integers(1, 6))
+    js = draw(st.integers(0, min(d - 1, 3)))  # D >= js + 1, else zero mean is impossible
+    floor = max((i * (js + 1 - i) for i in range(1, js + 1)), default=0)
+    variance = floor + draw(st.floats(0.05, 4.0))
+    pstay = draw(st.none() | st.floats(0.05, 0.95))
+    monotony = draw(st.booleans())
+    return PTableParams(max_noise=d, variance=variance, js=js, pstay=pstay, monotony=monotony)
+
+
+@settings(max_examples=30, deadline=None, derandomize=True)
+@given(params=feasible_params())
+def test_generated_rows_are_valid_noise_distributions(params: PTableParams) -> None:
+    pt = generate_ptable(params)
+    rows = pt.rows
+    assert list(rows.columns) == ["i", "j", "p", "v", "p_int_lb", "p_int_ub"]
+    assert sorted(rows["i"].unique()) == list(range(params.i_max + 1))
+    assert (rows["j"] >= 0).all()
+    assert not rows["j"].between(1, params.js).any() if params.js else True
+    assert (rows["v"].abs() <= params.max_noise).all()
+    assert (rows["v"] == rows["j"] - rows["i"]).all()
+    for i, grp in rows.groupby("i"):
+        p = grp["p"].to_numpy()
+        v = grp["v"].to_numpy(float)
+        assert abs(p.sum() - 1) <= 1e-6, i
+        assert abs(p @ v) <= 1e-6, i
+        assert p @ v**2 <= params.variance + 1e-6, i
+        assert grp["p_int_ub"].iloc[-1] == 1.0
+        np.testing.assert_allclose(grp["p_int_ub"] - grp["p_int_lb"], p, atol=1e-12)
+    rep = pt.report
+    assert (rep["variance"] <= params.variance + 1e-6).all()
+    assert (rep["mean"].abs() <= 1e-6).all()
+
+
+@settings(max_examples=20, deadline=None, derandomize=True)
+@given(params=feasible_params(), seed=st.integers(0, 2**32 - 1), pick=st.integers(0, 100))
+def test_lookup_reproduces_the_row_distribution(params: PTableParams, seed: int, pick: int) -> None:
+    pt = generate_ptable(params)
+    i = 1 + pick % params.i_max
+    n = 40_000
+    count = i if i < params.i_max else i + pick  # counts above i_max use the last row
+    counts = np.full(n, count)
+    keys = generate_record_keys(n, seed)
+    noise = lookup_noise(counts, keys, pt)
+    row = pt.rows.query("i == @i")
+    p = row["p"].to_numpy()
+    v = row["v"].to_numpy(float)
+    mean = p @ v
+    var = p @ (v - mean) ** 2
+    mu4 = p @ (v - mean) ** 4
+    se_mean = np.sqrt(var / n)
+    # the variance estimate about the known mean, whose standard error is sqrt((mu4 - var^2)/n)
+    se_var = np.sqrt(max(mu4 - var**2, 0.0) / n)
+    assert abs(noise.mean() - 0.0) <= 3 * se_mean + 1e-6
+    assert abs(np.mean((noise - mean) ** 2) - var) <= 3 * se_var + 1e-6
+    assert set(np.unique(noise)) <= set(v.astype(int))
+    published = perturb_counts(counts, keys, pt)
+    assert (published >= 0).all()
+    if params.js:
+        assert not ((published >= 1) & (published <= params.js)).any()

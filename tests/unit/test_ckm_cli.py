@@ -80,3 +80,16 @@ def test_bad_inputs_write_nothing(small_census, tmp_path: Path, capsys, setup, e
     assert message in err, err
     assert err.count("\n") == 1
     assert not out.exists()
+
+
+def test_keys_command_attaches_reproducible_keys(tmp_path: Path, capsys) -> None:
+    data = tmp_path / "m.csv"
+    pd.DataFrame({"area": ["01", "02", "02"], "sex": ["1", "2", "1"]}).to_csv(data, index=False)
+    a, b = tmp_path / "a.parquet", tmp_path / "b.parquet"
+    assert cli(["keys", data, "--seed", 9, "--out", a], capsys)[0] == 0
+    assert cli(["keys", data, "--seed", 9, "--out", b], capsys)[0] == 0
+    ka, kb = pd.read_parquet(a), pd.read_parquet(b)
+    assert ka.equals(kb) and ka["area"].tolist() == ["01", "02", "02"]
+    assert ((ka.rkey >= 0) & (ka.rkey < 1)).all() and (ka.rkey.round(10) == ka.rkey).all()
+    code, _, err = cli(["keys", a, "--seed", 1, "--out", tmp_path / "c.parquet"], capsys)
+    assert code == 2 and "already have a column 'rkey'" in err and not (tmp_path / "c.parquet").exists()

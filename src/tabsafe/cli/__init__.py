@@ -17,6 +17,7 @@ from tabsafe.errors import TabsafeError
 COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("tabsafe.cli.synth", "write a synthetic census (persons, households, hierarchies)"),
     "tabulate": ("tabsafe.cli.tabulate", "a table with every margin and subtotal"),
+    "keys": ("tabsafe.cli.keys", "attach record keys to microdata (for the cell key method)"),
     "ptable": ("tabsafe.protect.ptable_cli", "generate a cell key method p-table"),
     "protect": ("tabsafe.cli.protect", "protect a table with a registered method"),
     "risk": ("tabsafe.risk.cli", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),

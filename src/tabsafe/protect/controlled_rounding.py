@@ -1,0 +1,671 @@
+"""Controlled rounding: an additive table of multiples of the base, as close as possible.
+
+The method (seed 000 §5.5 "Controlled rounding" and §5.5.1; METHODS.md §4): every cell ``z``
+of the table, margins and hierarchical subtotals included, is replaced by a multiple ``a`` of the
+base ``b`` so that the rounded table is additive (every rounded aggregate is the sum of its
+rounded components) and ``Σ|z − a|`` is as small as possible. Write ``z = u·b + r``.
+*Zero-restricted* (the default) allows ``a ∈ {u·b, (u+1)·b}`` and keeps multiples of ``b`` as
+they are; with ``K`` steps ``a ∈ {max(0, (u+j)·b)}`` for ``j = −K..K`` (``..K+1`` when
+``r ≠ 0``). The optimum is NP-hard to find for tables of three or more dimensions; tau-ARGUS offers
+the optimal solution, the first feasible one and RAPID (inner cells to the nearest multiple,
+margins by addition: additive, but margins may be several bases away).
+
+The integer program. Each free cell gets ``a = b·(u + y + p − q)`` with a binary ``y`` ("round
+up", only when ``r ≠ 0``) and, with ``K`` steps, integers ``p ∈ [0, K]`` (further steps up) and
+``q ∈ [0, min(K, u)]`` (steps down). The cost ``|z − a|`` is then linear:
+``r + (b − 2r)·y + b·p + b·q`` (exact at the optimum because the solver never wastes steps).
+Additivity ``A·a = 0`` (``A`` from :meth:`Table.additivity`) becomes
+``A·(y + p − q) = −A·u`` with integer coefficients: cells that are multiples of ``b`` (zero
+cells in particular) carry no variable at all, which makes census tables — most of whose
+inner cells are zero — much smaller than their grid.
+
+Large programs. The solver alone does badly on big tables (an 80K-cell four-dimensional census
+table has about 38K binary variables: HiGHS stays 16% above its bound after two minutes and
+OR-Tools CP-SAT finds no solution in one). So when the program has more than ``direct_vars``
+variables: (1) HiGHS runs on the whole program for a share of the time limit — its presolve
+proves infeasibility at once when there is no rounding (e.g. sparse five-dimensional tables at
+base 3), and its feasibility-jump heuristic finds a first additive rounding; (2) the LP
+relaxation gives the bound; (3) a large-neighbourhood search improves the rounding: it
+repeatedly frees a box of about 2,000 cells around a cell that went to the far multiple (the
+cell's code with its ancestors and some leaves under it along each large dimension, small
+dimensions whole), fixes the rest of the table and solves that part exactly from the current
+values. Every part is solved against the fixed rest of the whole table, so additivity always
+holds across parts — the property tau-ARGUS keeps when it partitions tables above ~150K cells
+(000 §5.5.1 "Very large tables"). Top-down partitioning (round the parent slice, then its
+children with the parent fixed) was tried first and rejected: with three or more dimensions, the
+children of an optimally rounded parent often have no zero-restricted rounding at all.
+
+The lower bound is the solver's bound, the LP relaxation of the whole program (rounded up: the
+objective is an integer) or at least ``Σ min(r, b − r)`` (every cell at its nearest multiple); the
+gap is ``(objective − bound) / objective``.
+
+Existence intervals (000 §5.5.1.2): knowing ``b`` and ``K``, a user can tell from a published
+``a`` that ``z ∈ [0, (K+1)·b − 1]`` if ``a < (K+1)·b``, else ``[a − (K+1)·b + 1, a + (K+1)·b − 1]``.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cached_property
+
+import numpy as np
+import scipy.sparse as sp
+
+from tabsafe.errors import InputError, MethodError
+from tabsafe.model.table import Table
+from tabsafe.protect._solver import LinearProgram
+from tabsafe.protect._solver_rounding import solve_mip, solve_relaxation
+
+__all__ = [
+    "ControlledResult",
+    "SolutionKind",
+    "controlled_round",
+    "existence_intervals",
+    "rapid_round",
+]
+
+#: tau-ARGUS rounds tables of up to about 150K cells in one model (000 §5.5.1 "Very large tables").
+DEFAULT_MAX_CELLS = 150_000
+
+
+class SolutionKind(str, Enum):
+    """Which controlled-rounding solution to return (000 §5.5.1.1)."""
+
+    OPTIMAL = "optimal"
+    FIRST_FEASIBLE = "first-feasible"
+    RAPID = "rapid"
+
+    @classmethod
+    def parse(cls, value: SolutionKind | str) -> SolutionKind:
+        try:
+            return cls(value)
+        except ValueError:
+            allowed = ", ".join(k.value for k in cls)
+            raise InputError(f"solution must be one of {allowed}; got {value!r}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlledResult:
+    """A controlled rounding and what is known about its quality.
+
+    Attributes:
+        values: the rounded value of every cell (canonical order of the table).
+        objective: ``Σ|z − a|`` over all cells.
+        lower_bound: a proven lower bound on the smallest possible objective.
+        bound_kind: ``"lp"`` (LP relaxation), ``"mip"`` (the solver's dual bound) or
+            ``"nearest"`` (every cell at its nearest multiple).
+        gap: ``(objective − lower_bound) / objective`` (0 when the objective is 0).
+        status: ``optimal`` (proven), ``feasible`` (additive, optimality not proven) or
+            ``rapid`` (additive but not zero-restricted: margins by addition).
+        seconds: wall time.
+        parts: how many integer programs were solved (1: the table in one model; more: the
+            neighbourhoods of the improvement phase).
+        notes: decisions worth telling the user.
+    """
+
+    values: np.ndarray
+    objective: int
+    lower_bound: float
+    bound_kind: str
+    gap: float
+    status: str
+    seconds: float
+    parts: int = 1
+    notes: tuple[str, ...] = field(default=())
+
+
+# --------------------------------------------------------------------------------------------
+# existence intervals and RAPID
+
+
+def existence_intervals(values: np.ndarray, *, base: int, steps: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The interval a user can derive for the true value behind each rounded value.
+
+    Source: 000 §5.5.1.2 (METHODS.md §4). Zero-restricted (``steps = 0``): ``[0, b−1]`` if
+    ``a = 0``, else ``[a−b+1, a+b−1]``; with ``K`` steps: ``[0, (K+1)b−1]`` if ``a < (K+1)b``,
+    else ``[a−(K+1)b+1, a+(K+1)b−1]`` (the zero-restricted rule is the case ``K = 0``).
+
+    >>> lo, hi = existence_intervals(np.array([0, 15]), base=5, steps=1)
+    >>> lo.tolist(), hi.tolist()
+    ([0, 6], [9, 24])
+    """
+    _check_base_steps(base, steps)
+    a = np.asarray(values, dtype=np.int64)
+    width = (steps + 1) * base
+    low = np.where(a < width, 0, a - width + 1)
+    high = np.where(a < width, width - 1, a + width - 1)
+    return low.astype(np.int64), high.astype(np.int64)
+
+
+def rapid_round(table: Table, *, base: int) -> np.ndarray:
+    """RAPID (000 §5.5.1.1): inner cells to the nearest multiple, every aggregate by addition.
+
+    Additive by construction, but an aggregate can end up several bases from its true value.
+    Halves (``r = b/2``) round up, as conventional rounding does.
+    """
+    _check_base_steps(base, 0)
+    z = np.asarray(table.counts, dtype=np.int64)
+    inner = np.where(table.leaf_mask, _nearest(z, base), 0)
+    grid = _Grid.of(table)
+    return grid.aggregate(inner)
+
+
+def _nearest(z: np.ndarray, base: int) -> np.ndarray:
+    u, r = np.divmod(z, base)
+    return (u + (2 * r >= base)) * base
+
+
+def _check_base_steps(base: int, steps: int) -> None:
+    if not isinstance(base, (int, np.integer)) or isinstance(base, bool) or base < 1:
+        raise InputError(f"base must be an integer >= 1; got {base!r}")
+    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 0:
+        raise InputError(f"steps must be an integer >= 0; got {steps!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# the grid: shape and additive families, without pandas
+
+
+@dataclass(frozen=True, eq=False)
+class _Grid:
+    """The complete grid of a table: its shape and, per dimension, the families
+    ``(parent position, child positions)`` with cell(parent) = Σ cell(children)."""
+
+    shape: tuple[int, ...]
+    families: tuple[tuple[tuple[int, tuple[int, ...]], ...], ...]
+    _trees: dict[int, _Tree] = field(default_factory=dict, repr=False, compare=False)
+
+    @classmethod
+    def of(cls, table: Table) -> _Grid:
+        fams = []
+        for d in table.dimensions:
+            h = d.hierarchy
+            fams.append(tuple(
+                (h.position[code], tuple(h.position[c] for c in h.children(code)))
+                for code in h.order if not h.is_leaf(code)
+            ))
+        return cls(table.shape, tuple(fams))
+
+    @cached_property
+    def size(self) -> int:
+        return int(np.prod(self.shape, dtype=np.int64))
+
+    @cached_property
+    def strides(self) -> tuple[int, ...]:
+        out, acc = [], 1
+        for n in reversed(self.shape):
+            out.append(acc)
+            acc *= n
+        return tuple(reversed(out))
+
+    def _bases(self, axis: int) -> np.ndarray:
+        """Rows of the cells at position 0 on ``axis`` (one per fibre along ``axis``)."""
+        other = list(self.shape)
+        other[axis] = 1
+        idx = np.indices(other, dtype=np.int64).reshape(len(other), -1)
+        return (idx * np.array(self.strides, dtype=np.int64)[:, None]).sum(0)
+
+    @cached_property
+    def additivity(self) -> sp.csc_matrix:
+        """``A`` with ``A @ x = 0`` iff ``x`` is additive: +1 at each aggregate, −1 at its children."""
+        rows, cols, vals = [], [], []
+        offset = 0
+        for axis, fams in enumerate(self.families):
+            if not fams:
+                continue
+            base = self._bases(axis)
+            stride = self.strides[axis]
+            for parent, kids in fams:
+                r = np.arange(base.size, dtype=np.int64) + offset
+                rows.append(r)
+                cols.append(parent * stride + base)
+                vals.append(np.ones(base.size))
+                for k in kids:
+                    rows.append(r)
+                    cols.append(k * stride + base)
+                    vals.append(-np.ones(base.size))
+                offset += base.size
+        if offset == 0:
+            return sp.csc_matrix((0, self.size))
+        return sp.csc_matrix(
+            (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(offset, self.size)
+        )
+
+    def aggregate(self, inner: np.ndarray) -> np.ndarray:
+        """Fill every aggregate cell with the sum of its inner cells (aggregates of ``inner`` ignored)."""
+        x = np.array(inner, dtype=np.int64).reshape(self.shape)
+        for axis, fams in enumerate(self.families):
+            order = _bottom_up(fams)
+            for parent, kids in order:
+                idx = [slice(None)] * len(self.shape)
+                idx[axis] = list(kids)
+                total = x[tuple(idx)].sum(axis=axis)
+                idx[axis] = parent
+                x[tuple(idx)] = total
+        return x.ravel()
+
+    def tree(self, axis: int) -> _Tree:
+        cached = self._trees.get(axis)
+        if cached is None:
+            n = self.shape[axis]
+            parent = np.full(n, -1, dtype=np.int64)
+            for p, kids in self.families[axis]:
+                parent[list(kids)] = p
+            kids_of: dict[int, tuple[int, ...]] = {p: k for p, k in self.families[axis]}
+
+            def leaves(code: int) -> list[int]:
+                if code not in kids_of:
+                    return [code]
+                return [leaf for k in kids_of[code] for leaf in leaves(k)]
+
+            cached = _Tree(parent, tuple(np.array(leaves(c), dtype=np.int64) for c in range(n)))
+            self._trees[axis] = cached
+        return cached
+
+
+def _bottom_up(fams: Sequence[tuple[int, tuple[int, ...]]]) -> list[tuple[int, tuple[int, ...]]]:
+    """Families ordered so that a family comes after the families of its children."""
+    parents = {p for p, _ in fams}
+    done: set[int] = set()
+    out: list[tuple[int, tuple[int, ...]]] = []
+    pending = list(fams)
+    while pending:
+        rest = []
+        for p, kids in pending:
+            if all(k not in parents or k in done for k in kids):
+                out.append((p, kids))
+                done.add(p)
+            else:
+                rest.append((p, kids))
+        if len(rest) == len(pending):  # pragma: no cover - hierarchies are trees
+            raise ValueError("cyclic families")
+        pending = rest
+    return out
+
+
+# --------------------------------------------------------------------------------------------
+# one integer program over the free cells of a grid
+
+
+@dataclass
+class _Context:
+    """Settings shared by the steps of one rounding."""
+
+    base: int
+    steps: int
+    deadline: float
+
+    def remaining(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+#: Cost of one step beyond the allowed range while a start is being repaired (lexicographic:
+#: any violation costs more than every cell of a part at its farthest allowed value).
+_PENALTY = 10_000
+
+
+def _step_range(z: np.ndarray, base: int, steps: int) -> tuple[np.ndarray, np.ndarray]:
+    """Allowed range of ``w`` in ``a = b·(u + w)``: ``[−min(K, u), K + (r ≠ 0)]`` (000 §5.5.1)."""
+    u, r = np.divmod(z, base)
+    return -np.minimum(steps, u), steps + (r != 0)
+
+
+def _violation(z: np.ndarray, a: np.ndarray, base: int, steps: int) -> np.ndarray:
+    """Steps by which each rounded value lies outside its allowed range (0 inside)."""
+    lo, hi = _step_range(z, base, steps)
+    w = a // base - z // base
+    return np.maximum(lo - w, 0) + np.maximum(w - hi, 0)
+
+
+def _solve_cells(
+    A: sp.csc_matrix,
+    z: np.ndarray,
+    free: np.ndarray,
+    a: np.ndarray,
+    *,
+    base: int,
+    steps: int,
+    time_limit: float,
+    gap: float | None = None,
+    first_feasible: bool = False,
+    warm: bool = False,
+) -> tuple[np.ndarray | None, str, float | None]:
+    """Round the free cells of an additive grid given the values ``a`` of all other cells.
+
+    Each free cell gets ``a = b·(u + w)``, ``w = y + p − q`` (see the module docstring). With
+    ``warm``, the free cells of ``a`` must be additive with the rest; the solver starts from
+    them, and cells outside their allowed range may stay there at a cost of ``_PENALTY`` per step
+    (never further out), so a start that is additive but not yet zero-restricted is repaired.
+
+    Returns the full new value array (``None`` without a solution), the solver status and the
+    solver's bound on the part's objective (penalties included).
+    """
+    b = base
+    F = np.flatnonzero(free)
+    zf = z[F]
+    u, r = np.divmod(zf, b)
+    lo_w, hi_w = _step_range(zf, b, steps)
+    w0 = a[F] // b - u if warm else np.zeros(F.size, dtype=np.int64)
+    over = np.maximum(w0 - hi_w, 0) if warm else np.zeros(F.size, dtype=np.int64)
+    under = np.maximum(lo_w - w0, 0) if warm else np.zeros(F.size, dtype=np.int64)
+    # column blocks: (positions, coefficient sign, upper bound, cost)
+    ypos = np.flatnonzero(r != 0)
+    p_hi = hi_w - (r != 0)
+    ppos = np.flatnonzero(p_hi > 0)
+    qpos = np.flatnonzero(lo_w < 0)
+    opos = np.flatnonzero(over > 0)
+    dpos = np.flatnonzero(under > 0)
+    blocks = [
+        (ypos, 1.0, np.ones(ypos.size), b - 2.0 * r[ypos]),
+        (ppos, 1.0, p_hi[ppos].astype(float), np.full(ppos.size, float(b))),
+        (qpos, -1.0, (-lo_w[qpos]).astype(float), np.full(qpos.size, float(b))),
+        (opos, 1.0, over[opos].astype(float), np.full(opos.size, float(b + _PENALTY))),
+        (dpos, -1.0, under[dpos].astype(float), np.full(dpos.size, float(b + _PENALTY))),
+    ]
+    v = np.where(free, z // b, a // b)
+    rhs_all = -(A @ v)
+    cols = [A[:, F[pos]] * sign if sign < 0 else A[:, F[pos]] for pos, sign, _, _ in blocks if pos.size]
+    n = sum(pos.size for pos, _, _, _ in blocks)
+    offset = float(r.sum())
+    if n == 0:
+        if np.any(rhs_all != 0):
+            return None, "infeasible", None
+        out = a.copy()
+        out[F] = b * u
+        return out, "optimal", offset
+    M = sp.hstack(cols, format="csc") if len(cols) > 1 else cols[0].tocsc()
+    touched = np.zeros(A.shape[0], dtype=bool)
+    touched[M.indices] = True
+    if np.any(rhs_all[~touched] != 0):
+        return None, "infeasible", None
+    rowmap = np.cumsum(touched) - 1
+    M = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), n))
+    rhs = rhs_all[touched].astype(np.float64)
+    c = np.concatenate([cost for pos, _, _, cost in blocks])
+    hi = np.concatenate([ub for _, _, ub, _ in blocks])
+    start = None
+    if warm:
+        y = np.clip(w0, 0, 1) * (r != 0)
+        rest_up = np.maximum(w0 - y, 0)
+        p = np.minimum(rest_up, p_hi)
+        o = rest_up - p
+        rest_down = np.maximum(-w0, 0)
+        q = np.minimum(rest_down, -lo_w)
+        d = rest_down - q
+        start = np.concatenate([y[ypos], p[ppos], q[qpos], o[opos], d[dpos]]).astype(np.float64)
+    lp = LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, integer=np.ones(n, dtype=bool), offset=offset)
+    sol = solve_mip(lp, start=start, time_limit=time_limit, mip_rel_gap=gap, first_feasible=first_feasible)
+    if not sol.has_solution:
+        return None, sol.status, sol.bound
+    x = np.rint(sol.x).astype(np.int64)
+    w = np.zeros(F.size, dtype=np.int64)
+    at = 0
+    for pos, sign, _, _ in blocks:
+        w[pos] += int(sign) * x[at:at + pos.size]
+        at += pos.size
+    out = a.copy()
+    out[F] = b * (u + w)
+    return out, sol.status, sol.bound
+
+
+def _objective(z: np.ndarray, a: np.ndarray) -> int:
+    return int(np.abs(z - a).sum())
+
+
+# --------------------------------------------------------------------------------------------
+# phase 2: large-neighbourhood search
+
+
+def _neighbourhood(grid: _Grid, rng: np.random.Generator, cells: int, around: int) -> np.ndarray:
+    """A box of about ``cells`` cells around the cell ``around``.
+
+    Small dimensions enter whole. Along the others the box takes the cell's code, all its
+    ancestors, and some leaves (with their paths) under the code or, for a leaf, under its parent:
+    so every aggregate of a changed inner cell lies in the box too, and a cell far from its
+    allowed range can be moved by moving inner cells under it.
+    """
+    pos = np.unravel_index(around, grid.shape)
+    allowed: list[np.ndarray | None] = [None] * len(grid.shape)
+    size = 1
+    for ax in sorted(range(len(grid.shape)), key=lambda k: grid.shape[k]):
+        remaining_axes = sum(1 for x in allowed if x is None) - 1
+        budget = max(2, int((cells / size) ** (1.0 / (remaining_axes + 1))))
+        if grid.shape[ax] <= budget:
+            allowed[ax] = np.ones(grid.shape[ax], dtype=bool)
+            size *= grid.shape[ax]
+            continue
+        tree = grid.tree(ax)
+        me = int(pos[ax])
+        mask = np.zeros(grid.shape[ax], dtype=bool)
+        node = me
+        while node >= 0:
+            mask[node] = True
+            node = tree.parent[node]
+        top = me if tree.leaves_under[me].size > 1 else max(tree.parent[me], 0)
+        pool = tree.leaves_under[top]
+        for leaf in rng.permutation(pool):
+            if mask.sum() >= budget:
+                break
+            node = int(leaf)
+            while node >= 0 and not mask[node]:
+                mask[node] = True
+                node = tree.parent[node]
+        allowed[ax] = mask
+        size *= int(mask.sum())
+    free = allowed[0]
+    for m in allowed[1:]:
+        free = np.logical_and.outer(free, m)
+    return np.asarray(free).ravel()
+
+
+@dataclass(frozen=True, eq=False)
+class _Tree:
+    """One dimension's tree as arrays: parent position (−1 for roots) and leaves under each code."""
+
+    parent: np.ndarray
+    leaves_under: tuple[np.ndarray, ...]
+
+
+def _improve(
+    grid: _Grid, z: np.ndarray, a: np.ndarray, ctx: _Context, rng: np.random.Generator,
+    *, target: float, cells: int, sub_time: float = 0.3,
+) -> tuple[np.ndarray, int]:
+    """Large-neighbourhood search from the additive rounding ``a`` until ``ctx.deadline`` or the
+    objective reaches ``target``: first bring every cell into its allowed range (boxes around
+    cells still outside it), then lower ``Σ|z − a|`` (boxes around cells rounded to the far
+    multiple). Every step solves its box exactly from the current values, so nothing gets worse.
+    Returns the best rounding and the number of boxes solved."""
+    A = grid.additivity
+    b = ctx.base
+    viol = _violation(z, a, b, ctx.steps)
+    best = _objective(z, a) + _PENALTY * b * int(viol.sum())
+    rounds = 0
+    while ctx.remaining() > 0.05:
+        if viol.any():
+            candidates = np.flatnonzero(viol)
+        else:
+            if best <= target:
+                break
+            far = np.abs(z - a) > np.minimum(z % b, b - z % b)
+            candidates = np.flatnonzero(far)
+            if candidates.size == 0:
+                break
+        centre = int(candidates[rng.integers(candidates.size)])
+        free = _neighbourhood(grid, rng, cells, centre)
+        out, status, _ = _solve_cells(
+            A, z, free, a, base=b, steps=ctx.steps, warm=True, time_limit=min(sub_time, ctx.remaining()),
+        )
+        rounds += 1
+        if out is not None:
+            v = _violation(z, out, b, ctx.steps)
+            value = _objective(z, out) + _PENALTY * b * int(v.sum())
+            if value <= best:
+                a, best, viol = out, value, v
+    return a, rounds
+
+
+# --------------------------------------------------------------------------------------------
+# the start: LP relaxation, per part
+
+
+def _relaxation_bound(A: sp.csc_matrix, z: np.ndarray, *, base: int, steps: int, time_limit: float) -> float | None:
+    """Optimal value of the LP relaxation of the whole program (a lower bound on ``Σ|z − a|``),
+    or ``None`` when the LP is not solved in time."""
+    b = base
+    u, r = np.divmod(z, b)
+    lo_w, hi_w = _step_range(z, b, steps)
+    ypos = np.flatnonzero(r != 0)
+    p_hi = hi_w - (r != 0)
+    ppos = np.flatnonzero(p_hi > 0)
+    qpos = np.flatnonzero(lo_w < 0)
+    n = ypos.size + ppos.size + qpos.size
+    if n == 0:
+        return 0.0
+    M = sp.hstack([A[:, ypos], A[:, ppos], -A[:, qpos]], format="csc")
+    rhs_all = -(A @ u)
+    touched = np.zeros(A.shape[0], dtype=bool)
+    touched[M.indices] = True
+    rowmap = np.cumsum(touched) - 1
+    M = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), n))
+    rhs = rhs_all[touched].astype(np.float64)
+    c = np.concatenate([b - 2.0 * r[ypos], np.full(ppos.size + qpos.size, float(b))])
+    hi = np.concatenate([np.ones(ypos.size), p_hi[ppos].astype(float), (-lo_w[qpos]).astype(float)])
+    sol = solve_relaxation(LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, offset=float(r.sum())),
+                           time_limit=time_limit)
+    return float(sol.objective) if sol.status == "optimal" and sol.objective is not None else None
+
+
+# --------------------------------------------------------------------------------------------
+# the entry point
+
+
+def controlled_round(
+    table: Table,
+    *,
+    base: int,
+    steps: int = 0,
+    solution: SolutionKind | str = SolutionKind.OPTIMAL,
+    time_limit: float = 60.0,
+    max_cells: int = DEFAULT_MAX_CELLS,
+    direct_vars: int = 4_000,
+    seed: int | None = None,
+) -> ControlledResult:
+    """Controlled rounding of every cell of ``table`` (000 §5.5, §5.5.1; METHODS.md §4).
+
+    Args:
+        base: the rounding base ``b``.
+        steps: ``K``; 0 is zero-restricted rounding.
+        solution: ``optimal``, ``first-feasible`` or ``rapid`` (000 §5.5.1.1).
+        time_limit: seconds; the best rounding found by then is returned with its gap.
+        max_cells: larger tables are partitioned (one LP relaxation per part, 000 §5.5.1).
+        direct_vars: programs with at most this many variables go to the solver whole.
+        seed: seed of the improvement phase's random choice of neighbourhoods.
+
+    Raises:
+        MethodError: no rounding of the requested kind exists (with a suggestion to allow one
+            step more) or none was found within the time limit.
+
+    >>> import pandas as pd, tabsafe as ts
+    >>> cells = pd.DataFrame({"area": ["A", "A", "B", "B"], "sex": ["1", "2", "1", "2"], "n": [1, 0, 3, 3]})
+    >>> t = ts.tabulate(ts.InnerCells.from_frame(cells, count="n"), ["area", "sex"])
+    >>> res = controlled_round(t, base=5)
+    >>> bool(t.with_values(count=res.values).is_additive()), bool((res.values % 5 == 0).all())
+    (True, True)
+    """
+    _check_base_steps(base, steps)
+    kind = SolutionKind.parse(solution)
+    if not (isinstance(time_limit, (int, float)) and time_limit > 0):
+        raise InputError(f"time_limit must be a positive number of seconds; got {time_limit!r}")
+    if not isinstance(max_cells, int) or max_cells < 1:
+        raise InputError(f"max_cells must be a positive integer; got {max_cells!r}")
+    started = time.monotonic()
+    z = np.asarray(table.counts, dtype=np.int64)
+    if z.size and z.min() < 0:
+        raise InputError(f"controlled rounding needs counts >= 0; got {int(z.min())}")
+    grid = _Grid.of(table)
+    nearest_bound = float(np.minimum(z % base, base - z % base).sum())
+    if kind is SolutionKind.RAPID:
+        values = rapid_round(table, base=base)
+        obj = _objective(z, values)
+        return ControlledResult(
+            values=values, objective=obj, lower_bound=nearest_bound, bound_kind="nearest",
+            gap=_gap(obj, nearest_bound), status="rapid", seconds=time.monotonic() - started, parts=0,
+            notes=("RAPID: inner cells at their nearest multiple, aggregates by addition; aggregates may "
+                   "be several bases from their true values",),
+        )
+    ctx = _Context(base=base, steps=steps, deadline=started + float(time_limit))
+    A = grid.additivity
+    u, r = np.divmod(z, base)
+    n_vars = int(np.count_nonzero(r)) + (int(z.size + np.count_nonzero(np.minimum(steps, u))) if steps else 0)
+    notes: list[str] = []
+    if grid.size <= max_cells and n_vars <= direct_vars:
+        values, status, bound = _solve_cells(
+            A, z, np.ones(z.size, dtype=bool), np.zeros(z.size, dtype=np.int64), base=base, steps=steps,
+            time_limit=ctx.remaining(), first_feasible=kind is SolutionKind.FIRST_FEASIBLE,
+        )
+        if values is None:
+            _fail(status, base, steps, time_limit)
+        obj = _objective(z, values)
+        lb = max(nearest_bound, float(math.ceil(bound - 1e-6))) if bound is not None else nearest_bound
+        return ControlledResult(
+            values=values, objective=obj, lower_bound=lb, bound_kind="mip" if bound is not None else "nearest",
+            gap=_gap(obj, lb), status="optimal" if status == "optimal" else "feasible",
+            seconds=time.monotonic() - started, parts=1,
+        )
+    # Large programs. The solver's first solution (found by its feasibility-jump heuristic, or a
+    # proof that none exists) within a share of the time, the LP relaxation for the bound, then
+    # the neighbourhood search for the rest of the time.
+    first_share = ctx.remaining() * (0.9 if kind is SolutionKind.FIRST_FEASIBLE else 0.3)
+    values, status, bound = _solve_cells(
+        A, z, np.ones(z.size, dtype=bool), np.zeros(z.size, dtype=np.int64), base=base, steps=steps,
+        time_limit=first_share, first_feasible=kind is SolutionKind.FIRST_FEASIBLE,
+    )
+    if values is None and status != "infeasible" and ctx.remaining() > 1:
+        # no first solution in its share of the time: give the solver all the time that is left
+        values, status, bound = _solve_cells(
+            A, z, np.ones(z.size, dtype=bool), np.zeros(z.size, dtype=np.int64), base=base, steps=steps,
+            time_limit=ctx.remaining(), first_feasible=True,
+        )
+    if values is None:
+        _fail(status, base, steps, time_limit)
+    lower = nearest_bound
+    bound_kind = "nearest"
+    if bound is not None and math.ceil(bound - 1e-6) > lower:
+        lower, bound_kind = float(math.ceil(bound - 1e-6)), "mip"
+    rounds = 0
+    if status != "optimal" and kind is SolutionKind.OPTIMAL:
+        if grid.size <= max_cells:
+            lp_value = _relaxation_bound(A, z, base=base, steps=steps, time_limit=max(1.0, ctx.remaining() / 2))
+            if lp_value is not None and math.ceil(lp_value - 1e-6) > lower:
+                lower, bound_kind = float(math.ceil(lp_value - 1e-6)), "lp"
+        rng = np.random.default_rng(seed)
+        values, rounds = _improve(grid, z, values, ctx, rng, target=lower, cells=2_000)
+        notes.append(f"improved by searching {rounds:,} neighbourhoods of about 2,000 cells "
+                     "(each solved exactly with the rest of the table fixed)")
+    obj = _objective(z, values)
+    return ControlledResult(
+        values=values, objective=obj, lower_bound=lower, bound_kind=bound_kind, gap=_gap(obj, lower),
+        status="optimal" if (status == "optimal" or obj <= lower) else "feasible",
+        seconds=time.monotonic() - started, parts=1 + rounds, notes=tuple(notes),
+    )
+
+
+def _gap(objective: float, bound: float) -> float:
+    return 0.0 if objective <= 0 else max(0.0, (objective - bound) / objective)
+
+
+def _fail(status: str, base: int, steps: int, time_limit: float) -> None:
+    kind = "zero-restricted" if steps == 0 else f"{steps}-step"
+    if status == "infeasible":
+        raise MethodError(
+            f"no {kind} controlled rounding to base {base} exists for this table",
+            hint=f"allow rounding to a non-adjacent multiple with --steps {steps + 1}",
+        )
+    raise MethodError(
+        f"no {kind} controlled rounding to base {base} was found within {time_limit:g} s",
+        hint=f"raise --time-limit, or allow --steps {steps + 1}",
+    )

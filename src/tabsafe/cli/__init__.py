@@ -31,7 +31,17 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _method_in(argv: Sequence[str]) -> str | None:
+    """The value of ``--method`` in a ``protect`` command line, if any."""
+    for i, arg in enumerate(argv):
+        if arg == "--method" and i + 1 < len(argv):
+            return argv[i + 1]
+        if arg.startswith("--method="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     from tabsafe import __version__
 
     parser = _Parser(prog="tabsafe", description="Protect frequency tables for release.")
@@ -49,27 +59,28 @@ def build_parser() -> argparse.ArgumentParser:
             sub._choices_actions = [a for a in sub._choices_actions if a.dest != name]
             continue
         mod.add_arguments(p)
+        if name == "protect" and argv[:1] == ["protect"] and (method := _method_in(argv)):
+            # The method's own options join the command's, so argparse knows every option and
+            # `--help` lists them; an unknown method is reported when the command runs.
+            from tabsafe.registry import get_method
+
+            try:
+                entry = get_method(method)
+            except TabsafeError:
+                continue
+            entry.add_arguments(p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
     try:
-        if argv[:1] == ["protect"] and {"-h", "--help"} & set(argv) and "--method" in argv[:-1]:
-            # `tabsafe protect --method M --help`: the method's own options.
-            from tabsafe.cli.protect import method_parser
-
-            method_parser(argv[argv.index("--method") + 1]).print_help()
-            return 0
-        args, rest = parser.parse_known_args(argv)
+        parser = build_parser(argv)
+        args = parser.parse_args(argv)
         if args.command is None:
             parser.print_help()
             return 2
         mod = importlib.import_module(args._module)
-        if rest and not getattr(mod, "ACCEPTS_EXTRA", False):
-            parser.error(f"unrecognized arguments: {' '.join(rest)}")
-        args._extra = rest
         return int(mod.run(args) or 0)
     except TabsafeError as exc:
         print(f"tabsafe: error: {exc.message}", file=sys.stderr)

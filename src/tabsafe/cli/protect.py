@@ -14,32 +14,19 @@ from tabsafe.errors import InputError
 from tabsafe.io import write_table
 from tabsafe.registry import get_method, method_names
 
-ACCEPTS_EXTRA = True
-
-
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_input_arguments(parser)
     parser.add_argument("--method", required=True, metavar="METHOD",
                         help=f"protection method ({', '.join(method_names())}); "
-                             "'--method M --help' lists its options")
+                             "'--method M --help' adds its options to this help")
     parser.add_argument("--seed", type=int, default=None, help="seed of random methods")
     add_output_arguments(parser)
     parser.add_argument("--report", metavar="FILE", help="also write the method's report as JSON")
 
 
-def method_parser(name: str) -> argparse.ArgumentParser:
-    from tabsafe.cli import _Parser
-
-    entry = get_method(name)
-    parser = _Parser(prog=f"tabsafe protect --method {name}", description=entry.summary, add_help=True)
-    entry.add_arguments(parser)
-    return parser
-
-
 def run(args: argparse.Namespace) -> int:
-    entry = get_method(args.method)
-    margs = method_parser(args.method).parse_args(args._extra)
-    method = entry.from_args(margs)
+    # Method options were added to this command's parser (tabsafe.cli.build_parser).
+    method = get_method(args.method).from_args(args)
     needs = method.needs()
     table = load_input(args, key=needs.key, sums=needs.sums, microdata_only=needs.microdata)
     result = method.protect(table, seed=args.seed)

@@ -14,13 +14,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sum", type=split_list, default=(), metavar="VAR[,VAR]", help="also sum these numeric variables")
     parser.add_argument("--key", metavar="COLUMN", help="also compute the exact cell key from this record-key column")
     parser.add_argument("--key-digits", type=int, default=10, help="decimal digits of the record keys (default 10)")
+    parser.add_argument("--key-modulus", type=int, metavar="M",
+                        help="ABS integer keys 0..M-1: the cell key is their sum mod M")
     add_output_arguments(parser, keep_original=False)
 
 
 def run(args: argparse.Namespace) -> int:
-    key = KeySpec(column=args.key, digits=args.key_digits) if args.key else None
+    key = None
+    if args.key:
+        key = KeySpec(column=args.key, digits=args.key_digits, modulus=args.key_modulus)
     table = load_input(args, key=key, sums=args.sum)
-    columns = ["count", *[f"sum_{v}" for v in args.sum]] + (["ckey"] if key else [])
+    columns = ["count", *[f"sum_{v}" for v in args.sum]] + (["ckey", "ckey_int"] if key else [])
     # A tabulation of original counts is an evaluation output by nature: it is not protected.
     write_table(table, args.out, columns=columns, evaluation=True)
     counts = table.counts

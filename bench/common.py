@@ -44,7 +44,7 @@ def measure(fn: Callable[[], Any], repeat: int = 3) -> tuple[Any, dict[str, floa
         stop = threading.Event()
         top = [base]
 
-        def sample() -> None:
+        def sample(stop: threading.Event = stop, top: list[float] = top) -> None:
             while not stop.is_set():
                 top[0] = max(top[0], _rss_mb())
                 time.sleep(0.005)

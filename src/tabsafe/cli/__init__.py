@@ -21,7 +21,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "ptable": ("tabsafe.protect.ptable_cli", "generate a cell key method p-table"),
     "protect": ("tabsafe.cli.protect", "protect a table with a registered method"),
     "risk": ("tabsafe.risk.cli", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),
-    "audit": ("tabsafe.risk.audit_cli", "differencing audit of tables released together"),
+    "audit": ("tabsafe.risk.differencing_cli", "differencing audit of tables released together"),
     "demo": ("tabsafe.cli.demo", "the main job end to end on synthetic data"),
 }
 

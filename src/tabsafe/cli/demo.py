@@ -14,17 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from tabsafe.errors import TabsafeError
 from tabsafe.io import atomic_path, read_meta, write_table
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.microdata import Microdata
 from tabsafe.model.spec import KeySpec
 from tabsafe.model.table import Table
+from tabsafe.protect.ptable import PTableParams
 from tabsafe.synth import synth_census
 from tabsafe.tabulate import tabulate
-from tabsafe.protect.ptable import PTableParams
 
 
 @dataclass(frozen=True)
@@ -68,25 +66,28 @@ def risk_summary(table: Table) -> dict[str, Any]:
     }
 
 
-def _protections(table: Table, seed: int) -> list[tuple[str, Any]]:
-    """(label, method) for each protection this version provides, in order of the issues."""
+#: (table, method name, parameters, what to call the result) — the protections the demo applies.
+PROTECTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
+    ("hypercube", "ckm", {"ptable": PTableParams(max_noise=5, variance=3, js=2)}),
+    ("area_age_sex", "ckm", {"ptable": PTableParams(max_noise=5, variance=3, js=2)}),
+    ("area_age_sex", "round", {"mode": "random", "base": 3}),
+    ("area_age_sex", "round", {"mode": "controlled", "base": 3, "time_limit": 30}),
+    ("area_age_citizenship", "suppress", {"min_freq": 3}),
+)
+
+
+def _protections() -> list[tuple[str, str, Any]]:
+    """(table, label, method) for each protection this version provides."""
     from tabsafe.registry import get_method
 
-    out: list[tuple[str, Any]] = []
-    candidates = [
-        ("ckm", {"ptable": PTableParams(max_noise=5, variance=3, js=2)}),
-        ("round", {"mode": "random", "base": 3}),
-        ("suppress", {"min_freq": 3}),
-    ]
-    for name, params in candidates:
+    out: list[tuple[str, str, Any]] = []
+    for table, name, params in PROTECTIONS:
         try:
-            entry = get_method(name)
+            method = get_method(name).cls(**params)
         except TabsafeError:
             continue
-        try:
-            out.append((name, entry.cls(**params)))
-        except TypeError:
-            continue
+        label = f"{name}-{params['mode']}" if "mode" in params else name
+        out.append((table, label, method))
     return out
 
 
@@ -117,22 +118,23 @@ def run(args: argparse.Namespace) -> int:
         print(f"   {spec.name:40s} {risk['cells']:9,d} {risk['zeros']:9,d} {risk['ones']:7,d} {risk['twos']:7,d} "
               f"{100 * risk['small_cell_share']:7.2f}% {secs:6.2f}")
 
-    protections = _protections(tables["area_age_sex"], args.seed)
+    protections = _protections()
     if protections:
-        print("3. protection of area × age × sex (releases in releases/, originals kept apart)")
+        print("3. protection (releases in releases/: protected values only)")
         rel = out / "releases"
         rel.mkdir(exist_ok=True)
-        for name, method in protections:
+        for table_name, label, method in protections:
             t0 = time.perf_counter()
-            result = method.protect(tables["area_age_sex"], seed=args.seed)
+            result = method.protect(tables[table_name], seed=args.seed)
             secs = time.perf_counter() - t0
-            write_table(result.table, rel / f"area_age_sex.{name}.csv", columns=list(result.release_columns))
-            changed = int(np.sum(result.table.column("count") != result.table.column("original")))
-            summary.setdefault("protections", {})[name] = {"seconds": round(secs, 3), "cells_changed": changed,
-                                                             **{k: v for k, v in result.report.figures.items()}}
-            print(f"   {name:10s} {changed:9,d} cells changed  {secs:6.2f} s  -> {rel}/area_age_sex.{name}.csv")
+            path = rel / f"{table_name}.{label}.csv"
+            write_table(result.table, path, columns=list(result.release_columns))
+            figures = dict(result.report.figures)
+            summary.setdefault("protections", {})[f"{table_name}.{label}"] = {"seconds": round(secs, 3), **figures}
+            shown = ", ".join(f"{k} {v}" for k, v in list(figures.items())[:4])
+            print(f"   {table_name:22s} {label:19s} {secs:6.2f} s  {shown}")
     with atomic_path(out / "summary.json") as tmp:
         tmp.write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
-    print(f"done in {time.perf_counter() - start:.1f} s. Outputs in {out}/: census/, tables/, "
-          f"{'releases/, ' if protections else ''}summary.json")
+    print(f"done in {time.perf_counter() - start:.1f} s. Outputs in {out}/: census/ (microdata, hierarchies), "
+          f"tables/ (original counts: evaluation files), {'releases/, ' if protections else ''}summary.json")
     return 0

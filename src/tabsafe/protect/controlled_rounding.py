@@ -30,10 +30,17 @@ repeatedly frees a box of about 2,000 cells around a cell that went to the far m
 cell's code with its ancestors and some leaves under it along each large dimension, small
 dimensions whole), fixes the rest of the table and solves that part exactly from the current
 values. Every part is solved against the fixed rest of the whole table, so additivity always
-holds across parts — the property tau-ARGUS keeps when it partitions tables above ~150K cells
-(000 §5.5.1 "Very large tables"). Top-down partitioning (round the parent slice, then its
-children with the parent fixed) was tried first and rejected: with three or more dimensions, the
-children of an optimally rounded parent often have no zero-restricted rounding at all.
+holds across parts.
+
+Tables above ``max_cells`` (tau-ARGUS partitions above ~150K cells) first get a short run of the
+solver on the whole program, whose presolve proves at once when no rounding exists (the error
+then suggests one step more); otherwise they are rounded part by part along their flat variable
+with the most codes: the margin slice (that variable at Total) first, recursively, then the
+slices of its codes one by one, each with every relation among rounded cells and a per-cell range
+that keeps the rest of the margin reachable by the later slices (the last slice is the margin
+minus the others). This is a heuristic: the per-cell rule is necessary, not sufficient, so a
+slice can turn out to have no rounding; the remaining slices are then re-opened and solved in one
+program, and if that fails too the rounding fails with the time-limit error.
 
 The lower bound is the solver's bound, the LP relaxation of the whole program (rounded up: the
 objective is an integer) or at least ``Σ min(r, b − r)`` (every cell at its nearest multiple); the
@@ -333,6 +340,8 @@ def _solve_cells(
     gap: float | None = None,
     first_feasible: bool = False,
     warm: bool = False,
+    ranges: tuple[np.ndarray, np.ndarray] | None = None,
+    rows: np.ndarray | None = None,
 ) -> tuple[np.ndarray | None, str, float | None]:
     """Round the free cells of an additive grid given the values ``a`` of all other cells.
 
@@ -340,42 +349,64 @@ def _solve_cells(
     ``warm``, the free cells of ``a`` must be additive with the rest; the solver starts from
     them, and cells outside their allowed range may stay there at a cost of ``_PENALTY`` per step
     (never further out), so a start that is additive but not yet zero-restricted is repaired.
+    ``ranges`` (full-length arrays ``lo_w, hi_w``) narrows the allowed range of ``w`` per cell
+    (the parts of a partitioned table); ``rows`` keeps only those additivity relations (the
+    relations among cells that are free or already rounded).
 
     Returns the full new value array (``None`` without a solution), the solver status and the
     solver's bound on the part's objective (penalties included).
     """
     b = base
+    if rows is not None:
+        A = A[np.flatnonzero(rows)]
     F = np.flatnonzero(free)
     zf = z[F]
     u, r = np.divmod(zf, b)
-    lo_w, hi_w = _step_range(zf, b, steps)
+    if ranges is None:
+        lo_w, hi_w = _step_range(zf, b, steps)
+    else:
+        lo_w, hi_w = ranges[0][F], ranges[1][F]
+        if np.any(lo_w > hi_w):
+            return None, "infeasible", None
     w0 = a[F] // b - u if warm else np.zeros(F.size, dtype=np.int64)
     over = np.maximum(w0 - hi_w, 0) if warm else np.zeros(F.size, dtype=np.int64)
     under = np.maximum(lo_w - w0, 0) if warm else np.zeros(F.size, dtype=np.int64)
-    # column blocks: (positions, coefficient sign, upper bound, cost)
-    ypos = np.flatnonzero(r != 0)
-    p_hi = hi_w - (r != 0)
-    ppos = np.flatnonzero(p_hi > 0)
-    qpos = np.flatnonzero(lo_w < 0)
+    nz = r != 0
+    # y ("up to the next multiple", r != 0 only), p (further steps up), q (steps down), each with
+    # the bounds that keep w = y + p - q inside [lo_w, hi_w]
+    y_lo = (nz & (lo_w >= 1)).astype(np.int64)
+    y_hi = (nz & (hi_w >= 1)).astype(np.int64)
+    p_lo = np.maximum(lo_w - y_lo, 0)
+    p_hi = np.maximum(hi_w - y_hi, 0)
+    q_lo = np.maximum(-hi_w, 0)
+    q_hi = np.maximum(-lo_w, 0)
+    ypos = np.flatnonzero(nz & (y_hi > y_lo))
+    ppos = np.flatnonzero(p_hi > p_lo)
+    qpos = np.flatnonzero(q_hi > q_lo)
     opos = np.flatnonzero(over > 0)
     dpos = np.flatnonzero(under > 0)
+    # fixed parts of w (bounds equal) go to the right-hand side
+    w_fix = y_lo * (y_hi == y_lo) + p_lo * (p_hi == p_lo) - q_lo * (q_hi == q_lo)
+    w_base = w_fix + np.where(y_hi > y_lo, y_lo, 0) + np.where(p_hi > p_lo, p_lo, 0) \
+        - np.where(q_hi > q_lo, q_lo, 0)
     blocks = [
         (ypos, 1.0, np.ones(ypos.size), b - 2.0 * r[ypos]),
-        (ppos, 1.0, p_hi[ppos].astype(float), np.full(ppos.size, float(b))),
-        (qpos, -1.0, (-lo_w[qpos]).astype(float), np.full(qpos.size, float(b))),
+        (ppos, 1.0, (p_hi - p_lo)[ppos].astype(float), np.full(ppos.size, float(b))),
+        (qpos, -1.0, (q_hi - q_lo)[qpos].astype(float), np.full(qpos.size, float(b))),
         (opos, 1.0, over[opos].astype(float), np.full(opos.size, float(b + _PENALTY))),
         (dpos, -1.0, under[dpos].astype(float), np.full(dpos.size, float(b + _PENALTY))),
     ]
     v = np.where(free, z // b, a // b)
+    v[F] += w_base
     rhs_all = -(A @ v)
     cols = [A[:, F[pos]] * sign if sign < 0 else A[:, F[pos]] for pos, sign, _, _ in blocks if pos.size]
     n = sum(pos.size for pos, _, _, _ in blocks)
-    offset = float(r.sum())
+    offset = float(np.abs(zf - b * (u + w_base)).sum())
     if n == 0:
         if np.any(rhs_all != 0):
             return None, "infeasible", None
         out = a.copy()
-        out[F] = b * u
+        out[F] = b * (u + w_base)
         return out, "optimal", offset
     M = sp.hstack(cols, format="csc") if len(cols) > 1 else cols[0].tocsc()
     touched = np.zeros(A.shape[0], dtype=bool)
@@ -385,16 +416,19 @@ def _solve_cells(
     rowmap = np.cumsum(touched) - 1
     M = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), n))
     rhs = rhs_all[touched].astype(np.float64)
+    # exact costs: w_base is 0 whenever y is free, and a non-zero w_base (a range that excludes
+    # w = 0) leaves only moves away from z, each step costing b
     c = np.concatenate([cost for pos, _, _, cost in blocks])
     hi = np.concatenate([ub for _, _, ub, _ in blocks])
     start = None
     if warm:
-        y = np.clip(w0, 0, 1) * (r != 0)
-        rest_up = np.maximum(w0 - y, 0)
-        p = np.minimum(rest_up, p_hi)
+        dw = w0 - w_base
+        y = np.clip(dw, 0, 1) * (y_hi > y_lo)
+        rest_up = np.maximum(dw - y, 0)
+        p = np.minimum(rest_up, p_hi - p_lo)
         o = rest_up - p
-        rest_down = np.maximum(-w0, 0)
-        q = np.minimum(rest_down, -lo_w)
+        rest_down = np.maximum(-dw, 0)
+        q = np.minimum(rest_down, q_hi - q_lo)
         d = rest_down - q
         start = np.concatenate([y[ypos], p[ppos], q[qpos], o[opos], d[dpos]]).astype(np.float64)
     lp = LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, integer=np.ones(n, dtype=bool), offset=offset)
@@ -402,7 +436,7 @@ def _solve_cells(
     if not sol.has_solution:
         return None, sol.status, sol.bound
     x = np.rint(sol.x).astype(np.int64)
-    w = np.zeros(F.size, dtype=np.int64)
+    w = w_base.copy()
     at = 0
     for pos, sign, _, _ in blocks:
         w[pos] += int(sign) * x[at:at + pos.size]
@@ -540,6 +574,171 @@ def _relaxation_bound(A: sp.csc_matrix, z: np.ndarray, *, base: int, steps: int,
 
 
 # --------------------------------------------------------------------------------------------
+# partitioning of tables above max_cells
+
+
+@dataclass
+class _Partition:
+    """State of one partitioned rounding: values so far, which cells are rounded, programs solved."""
+
+    grid: _Grid
+    z: np.ndarray
+    ctx: _Context
+    max_cells: int
+    a: np.ndarray
+    done: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    programs: int = 0
+    reopened: int = 0
+    parts_left: float = 1.0
+
+    @cached_property
+    def abs_additivity(self) -> sp.csr_matrix:
+        return abs(self.grid.additivity).tocsr()
+
+    @cached_property
+    def row_sizes(self) -> np.ndarray:
+        return np.diff(self.abs_additivity.indptr)
+
+    def cells(self, fixed: dict[int, int]) -> np.ndarray:
+        """Mask of the part: the cells with the given code positions on the given axes."""
+        idx = [slice(None)] * len(self.grid.shape)
+        for ax, p in fixed.items():
+            idx[ax] = p
+        m = np.zeros(self.grid.shape, dtype=bool)
+        m[tuple(idx)] = True
+        return m.ravel()
+
+    def solve(self, free: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+        """One integer program: the free cells, with every relation among free and rounded cells."""
+        known = (self.done | free).astype(np.float64)
+        rows = (self.abs_additivity @ known) == self.row_sizes
+        share = self.ctx.remaining() / max(1.0, self.parts_left)
+        out, _, _ = _solve_cells(
+            self.grid.additivity, self.z, free, self.a, base=self.ctx.base, steps=self.ctx.steps,
+            time_limit=max(1.0, share), first_feasible=True, ranges=(lo, hi), rows=rows,
+        )
+        self.programs += 1
+        if out is None:
+            return False
+        self.a = out
+        self.done = self.done | free
+        return True
+
+
+def _split_axis(grid: _Grid, fixed: dict[int, int], size: int, max_cells: int) -> int | None:
+    """The axis to split a part along: the flat one (every code under Total is a leaf) with the
+    most codes, so the parts are as small as possible (the solver's time grows faster than a
+    part's size); ``None`` if there is none."""
+    flat = [ax for ax in range(len(grid.shape)) if ax not in fixed and grid.shape[ax] >= 3
+            and len(grid.families[ax]) == 1]
+    if not flat:
+        return None
+    return max(flat, key=lambda ax: grid.shape[ax])
+
+
+def _round_part(st: _Partition, fixed: dict[int, int]) -> None:
+    """Round the part of the table with the codes ``fixed`` (axis → position), recursively.
+
+    A part above ``max_cells`` is split along one flat variable ``v``: first its margin slice
+    (``v`` = Total, itself a complete table of the other variables, rounded recursively), then the
+    slices of the codes of ``v`` one after the other. Each slice is rounded with its own
+    relations and, cell by cell, a range that leaves the rest of the margin reachable: the
+    rounded slice ``a_k`` must satisfy ``M − Σ_{j≤k} a_j ∈ [Σ_{j>k} lo_j, Σ_{j>k} hi_j]``, so
+    the last slice is the margin minus the others and is additive and within its range by
+    construction. If a slice has no rounding in that range, the remaining slices are re-opened
+    and solved in one program with the margin's relations. Additivity across parts holds because
+    every relation between two parts is either a constraint of the later part or the remainder
+    rule above (000 §5.5.1 "very large tables").
+    """
+    grid, b = st.grid, st.ctx.base
+    size = int(np.prod([1 if ax in fixed else n for ax, n in enumerate(grid.shape)]))
+    axis = _split_axis(grid, fixed, size, st.max_cells) if size > st.max_cells else None
+    part = st.cells(fixed)
+    if axis is None:
+        if not st.solve(part & ~st.done, st.lo, st.hi):
+            raise _PartInfeasible(fixed)
+        return
+    root, leaves = grid.families[axis][0]
+    st.parts_left += len(leaves)
+    _round_part(st, {**fixed, axis: root})
+    st.parts_left -= 1
+    u = st.z // b
+    shape = grid.shape
+
+    def at(p: int) -> np.ndarray:
+        return np.flatnonzero(st.cells({**fixed, axis: p}))
+
+    margin_rows = at(root)
+    alo, ahi = b * (u + st.lo), b * (u + st.hi)
+    for k, leaf in enumerate(leaves):
+        if k == len(leaves) - 1:
+            rows = at(leaf)
+            rest = st.a[margin_rows] - sum(st.a[at(p)] for p in leaves[:-1])
+            st.a[rows] = rest
+            st.done[rows] = True
+            break
+        rows = at(leaf)
+        later = leaves[k + 1:]
+        remainder = st.a[margin_rows] - sum((st.a[at(p)] for p in leaves[:k]), np.zeros(rows.size, dtype=np.int64))
+        lo_rest = sum(alo[at(p)] for p in later)
+        hi_rest = sum(ahi[at(p)] for p in later)
+        lo, hi = st.lo.copy(), st.hi.copy()
+        # a_k in [remainder - hi_rest, remainder - lo_rest], in steps from u
+        lo[rows] = np.maximum(lo[rows], -((-(remainder - hi_rest)) // b) - u[rows])
+        hi[rows] = np.minimum(hi[rows], (remainder - lo_rest) // b - u[rows])
+        free = np.zeros(st.z.size, dtype=bool)
+        free[rows] = True
+        if size // shape[axis] <= st.max_cells:
+            ok = st.solve(free, lo, hi)
+        else:
+            # slices too big for one model: split them too, within the narrowed ranges
+            saved = st.lo, st.hi
+            st.lo, st.hi = lo, hi
+            try:
+                _round_part(st, {**fixed, axis: leaf})
+                ok = True
+            except _PartInfeasible:
+                ok = False
+            finally:
+                st.lo, st.hi = saved
+        st.parts_left -= 1
+        if not ok:
+            st.reopened += 1
+            free = np.zeros(st.z.size, dtype=bool)
+            for p in leaves[k:]:
+                free[at(p)] = True
+            free &= ~st.done
+            if not st.solve(free, st.lo, st.hi):
+                raise _PartInfeasible(fixed)
+            return
+
+
+class _PartInfeasible(Exception):
+    """A part (and its re-opened remainder) has no rounding in its allowed range."""
+
+    def __init__(self, fixed: dict[int, int]) -> None:
+        super().__init__(f"part {fixed}")
+        self.fixed = fixed
+
+
+def _partitioned(grid: _Grid, z: np.ndarray, ctx: _Context, max_cells: int) -> tuple[np.ndarray | None, int, int]:
+    """Round a table above ``max_cells`` part by part (see :func:`_round_part`).
+
+    Returns the rounding (``None`` if a part had none), the number of programs solved and how
+    many times remaining slices had to be re-opened."""
+    lo, hi = _step_range(z, ctx.base, ctx.steps)
+    st = _Partition(grid=grid, z=z, ctx=ctx, max_cells=max_cells, a=np.zeros(z.size, dtype=np.int64),
+                    done=np.zeros(z.size, dtype=bool), lo=lo, hi=hi)
+    try:
+        _round_part(st, {})
+    except _PartInfeasible:
+        return None, st.programs, st.reopened
+    return st.a, st.programs, st.reopened
+
+
+# --------------------------------------------------------------------------------------------
 # the entry point
 
 
@@ -616,6 +815,8 @@ def controlled_round(
             gap=_gap(obj, lb), status="optimal" if status == "optimal" else "feasible",
             seconds=time.monotonic() - started, parts=1,
         )
+    if grid.size > max_cells and _split_axis(grid, {}, grid.size, max_cells) is not None:
+        return _round_partitioned(grid, z, ctx, max_cells, nearest_bound, started, time_limit)
     # Large programs. The solver's first solution (found by its feasibility-jump heuristic, or a
     # proof that none exists) within a share of the time, the LP relaxation for the bound, then
     # the neighbourhood search for the rest of the time.
@@ -651,6 +852,41 @@ def controlled_round(
         values=values, objective=obj, lower_bound=lower, bound_kind=bound_kind, gap=_gap(obj, lower),
         status="optimal" if (status == "optimal" or obj <= lower) else "feasible",
         seconds=time.monotonic() - started, parts=1 + rounds, notes=tuple(notes),
+    )
+
+
+def _round_partitioned(
+    grid: _Grid, z: np.ndarray, ctx: _Context, max_cells: int, nearest_bound: float, started: float,
+    time_limit: float,
+) -> ControlledResult:
+    """A table above ``max_cells``: a short run of the solver on the whole program (its presolve
+    proves at once that no rounding exists when that is so, and the error says to allow one step
+    more), then the table part by part (:func:`_round_part`)."""
+    A = grid.additivity
+    check = min(20.0, 0.2 * ctx.remaining())
+    values, status, _ = _solve_cells(
+        A, z, np.ones(z.size, dtype=bool), np.zeros(z.size, dtype=np.int64), base=ctx.base, steps=ctx.steps,
+        time_limit=check, first_feasible=True,
+    )
+    if status == "infeasible":
+        _fail(status, ctx.base, ctx.steps, time_limit)
+    notes = []
+    programs, reopened = 1, 0
+    if values is None:
+        values, parts, reopened = _partitioned(grid, z, ctx, max_cells)
+        programs += parts
+        if values is None:
+            _fail("failed", ctx.base, ctx.steps, time_limit)
+        notes.append(f"partitioned: {parts:,} parts of at most {max_cells:,} cells, each rounded with the cells "
+                     "already rounded fixed" + (f"; {reopened} time(s) the remaining slices were re-opened "
+                                                "and solved together" if reopened else ""))
+    else:
+        notes.append("the whole program was solved at once (first feasible solution)")
+    obj = _objective(z, values)
+    return ControlledResult(
+        values=values, objective=obj, lower_bound=nearest_bound, bound_kind="nearest",
+        gap=_gap(obj, nearest_bound), status="optimal" if obj <= nearest_bound else "feasible",
+        seconds=time.monotonic() - started, parts=programs, notes=tuple(notes),
     )
 
 

@@ -191,7 +191,7 @@ class Rounding:
         key: consistent only: the record-key column of the microdata.
         solution: controlled only: ``optimal``, ``first-feasible`` or ``rapid``.
         time_limit: controlled only: seconds.
-        max_cells: controlled only: tables above this many cells get no LP bound.
+        max_cells: controlled only: tables above this many cells are rounded part by part.
         intervals: add the existence-interval columns ``lower`` and ``upper``.
     """
 

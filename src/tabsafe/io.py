@@ -96,7 +96,7 @@ def write_table(
         raise InputError(f"the table has no column {missing[0]!r}")
     frame = {v: pa.array(table.cells[v].astype(str).to_numpy(), pa.string()) for v in table.variables}
     for c in cols:
-        frame[c] = pa.array(table.cells[c].to_numpy())
+        frame[c] = pa.Array.from_pandas(table.cells[c])  # nullable columns: NA is written as null
     return write_frame(pa.table(frame), path)
 
 

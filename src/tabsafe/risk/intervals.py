@@ -1,0 +1,274 @@
+"""Interval audit: what an intruder can compute about each suppressed cell from the published ones.
+
+After cell suppression (seed 000 §5.3) an intruder knows every published cell, the additive
+structure of the table (each aggregate is the sum of its children, along every dimension and
+hierarchy level: :meth:`~tabsafe.model.table.Table.additivity`) and that counts are not negative
+(or, when the publisher never suppresses zeros, that a suppressed count is at least 1). The
+*feasibility interval* of a suppressed cell is the range of values it can take in a table that
+satisfies all of this: its minimum and maximum by linear programming over the suppressed cells,
+with the published cells fixed (METHODS.md §10). A primary cell is protected when its interval is
+at least as wide as the required protection; an interval that holds only the true value means
+the cell can be recomputed exactly.
+
+The programs decompose: suppressed cells that share no relation (directly or through other
+suppressed cells) are independent, so each connected component is solved on its own, and the
+two extremes of every cell of a component are found by re-solving one warm-started program.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import pandas as pd
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from tabsafe.errors import InputError
+from tabsafe.model.table import Table
+from tabsafe.protect._solver_suppression import ExtremeSolver
+
+__all__ = ["IntervalAudit", "feasibility_intervals", "interval_audit"]
+
+_TOL = 1e-7
+
+
+@dataclass(frozen=True, eq=False)
+class Intervals:
+    """Feasibility intervals of some cells of a linear system (see :func:`feasibility_intervals`).
+
+    Attributes:
+        lower, upper: per cell of the system, the interval (NaN for cells not bounded).
+        holders: for cells whose interval is narrower than required, the published cells in the
+            relations that hold its bounds (from the row duals): keeping all of them published
+            keeps the interval at least this narrow, whatever else is suppressed.
+        exact: which bounds are exact (the others are inner bounds, see ``certify``).
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    holders: Mapping[int, np.ndarray] = field(default_factory=dict)
+    exact: np.ndarray | None = None
+
+
+def _widen(pool_lo: np.ndarray, pool_hi: np.ndarray, want: np.ndarray, point: np.ndarray | None) -> None:
+    """Stretch the known range of the targets ``want`` to a feasible ``point``."""
+    if point is not None:
+        np.minimum(pool_lo, point[want], out=pool_lo)
+        np.maximum(pool_hi, point[want], out=pool_hi)
+
+
+def feasibility_intervals(
+    A: sp.spmatrix,
+    values: np.ndarray,
+    suppressed: np.ndarray,
+    *,
+    lower: np.ndarray | float = 0.0,
+    targets: np.ndarray | None = None,
+    required: np.ndarray | None = None,
+    certify: bool = False,
+) -> Intervals:
+    """Minimum and maximum of each target cell given the published cells of ``A x = 0``.
+
+    Source: the audit of secondary suppression (seed 000 §5.3, "to ensure these cannot be derived
+    by subtractions from published marginal totals"); METHODS.md §10.
+
+    Args:
+        A: the relations (one row per relation, ``A @ x = 0`` for the true table).
+        values: the true values; only those of published cells and of targets are used (hidden
+            cells of a joint table may be NaN).
+        suppressed: mask of cells whose value the intruder does not see.
+        lower: the lower bound an intruder knows for a suppressed cell (0: counts are not
+            negative; 1 where the publisher never suppresses zeros).
+        targets: cells whose interval is wanted (default: every suppressed cell).
+        required: per cell, the interval width it needs; cells below it get ``holders``.
+        certify: only decide whether each target reaches ``required``. Every optimal point of
+            the program is a table the intruder cannot rule out, so with the true table it spans
+            an interval inside the feasibility interval of *every* target: two programs that push
+            all targets of a component up and down, then per-cell programs only for targets not
+            yet wide enough. Bounds of targets settled that way are inner bounds (``exact``
+            false); the others are exact.
+
+    Returns:
+        :class:`Intervals`; published and non-target cells have NaN bounds.
+    """
+    A = sp.csr_matrix(A)
+    n = A.shape[1]
+    suppressed = np.asarray(suppressed, dtype=bool)
+    values = np.asarray(values, dtype=np.float64)
+    lb = np.broadcast_to(np.asarray(lower, dtype=np.float64), (n,))
+    lo = np.full(n, np.nan)
+    hi = np.full(n, np.nan)
+    exact = np.zeros(n, dtype=bool)
+    holders: dict[int, np.ndarray] = {}
+    target_mask = suppressed.copy() if targets is None else (np.asarray(targets, dtype=bool) & suppressed)
+    req = np.zeros(n) if required is None else np.broadcast_to(np.asarray(required, dtype=np.float64), (n,))
+    if certify and required is None:
+        raise ValueError("certify needs the required widths")
+    if not target_mask.any():
+        return Intervals(lo, hi, holders, exact)
+    S = np.flatnonzero(suppressed)
+    P = np.flatnonzero(~suppressed)
+    A_S = sp.csc_matrix(A[:, S])
+    rows = np.flatnonzero(np.diff(sp.csr_matrix(A_S).indptr))
+    A_S = sp.csr_matrix(A_S[rows])
+    b = -(A[rows][:, P] @ values[P]) if P.size else np.zeros(rows.size)
+    n_rows = rows.size
+    # Components of the bipartite graph (relations, suppressed cells).
+    graph = sp.bmat([[None, A_S], [A_S.T, None]], format="csr") if n_rows else sp.csr_matrix((S.size, S.size))
+    n_comp, label = connected_components(graph, directed=False)
+    col_label = label[n_rows:] if n_rows else label
+    row_label = label[:n_rows]
+    order_c = np.argsort(col_label, kind="stable")
+    order_r = np.argsort(row_label, kind="stable")
+    cstarts = np.searchsorted(col_label[order_c], np.arange(n_comp + 1))
+    rstarts = np.searchsorted(row_label[order_r], np.arange(n_comp + 1))
+    A_P = sp.csr_matrix(A[rows][:, P]) if P.size else None
+    for comp in range(n_comp):
+        cols = order_c[cstarts[comp]:cstarts[comp + 1]]
+        cells = S[cols]
+        want = np.flatnonzero(target_mask[cells])
+        if want.size == 0:
+            continue
+        crow = order_r[rstarts[comp]:rstarts[comp + 1]]
+        if crow.size == 0:  # a cell in no relation: only its bounds are known
+            lo[cells[want]] = lb[cells[want]]
+            hi[cells[want]] = math.inf
+            exact[cells[want]] = True
+            continue
+        if cols.size == 1:  # one unknown in at least one equation: determined
+            lo[cells[want]] = hi[cells[want]] = values[cells[want]]
+            exact[cells[want]] = True
+            if req[cells[want]][0] > 0:
+                held = np.unique(A_P[crow].indices) if A_P is not None else np.zeros(0, dtype=np.int64)
+                holders[int(cells[want][0])] = P[held]
+            continue
+        sub = A_S[crow][:, cols]
+        solver = ExtremeSolver(sub, b[crow], lb[cells], np.full(cols.size, math.inf))
+        pool_lo = values[cells[want]].copy()
+        pool_hi = pool_lo.copy()
+        take = partial(_widen, pool_lo, pool_hi, want)
+
+        if certify:
+            # Push every target not yet wide enough up, then down, while that settles many.
+            width_cap = float(req[cells[want]].max()) + 1.0
+            ub = np.where(np.isnan(values[cells]), math.inf, values[cells] + width_cap)
+            box = ExtremeSolver(sub, b[crow], lb[cells], ub)
+            open_ = pool_hi - pool_lo < req[cells[want]] - _TOL
+            while open_.sum() > 8:
+                before = int(open_.sum())
+                push = np.zeros(cols.size)
+                push[want[open_]] = 1.0
+                take(box.optimum(push, maximize=True).x)
+                take(box.optimum(push, maximize=False).x)
+                open_ = pool_hi - pool_lo < req[cells[want]] - _TOL
+                if open_.sum() > 0.9 * before:
+                    break
+        for i, w in enumerate(want.tolist()):
+            cell = int(cells[w])
+            if certify and pool_hi[i] - pool_lo[i] >= req[cell] - _TOL:
+                continue
+            low = solver.extreme(w, maximize=False)
+            high = solver.extreme(w, maximize=True)
+            take(low.x)
+            take(high.x)
+            lo[cell], hi[cell] = low.value, high.value
+            exact[cell] = True
+            if req[cell] > 0 and high.value - low.value < req[cell] - _TOL:
+                held = np.zeros(0, dtype=np.int64)
+                if A_P is not None:
+                    for ext in (low, high):
+                        if ext.duals is not None:
+                            active = crow[np.abs(ext.duals) > _TOL]
+                            held = np.union1d(held, P[np.unique(A_P[active].indices)])
+                holders[cell] = held
+        settled = ~exact[cells[want]]
+        lo[cells[want][settled]] = pool_lo[settled]
+        hi[cells[want][settled]] = pool_hi[settled]
+    return Intervals(lo, hi, holders, exact)
+
+
+@dataclass(frozen=True, eq=False)
+class IntervalAudit:
+    """The interval audit of a suppressed table.
+
+    Attributes:
+        table: the audited table (its ``count`` column holds the true values).
+        suppressed: mask of suppressed cells.
+        lower, upper: the feasibility interval of each suppressed cell (NaN for published ones).
+        required: the width each cell needs (0 where nothing is required).
+        narrow: cells whose interval is narrower than required (e.g. holds only the true value).
+    """
+
+    table: Table
+    suppressed: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    required: np.ndarray
+    narrow: np.ndarray
+
+    @property
+    def exact(self) -> np.ndarray:
+        """Suppressed cells whose interval holds only the true value."""
+        return self.suppressed & (self.upper - self.lower <= _TOL)
+
+    def to_frame(self) -> pd.DataFrame:
+        """One row per suppressed cell: codes, true value, interval, width, required, narrow."""
+        rows = np.flatnonzero(self.suppressed)
+        frame = self.table.cells.iloc[rows][list(self.table.variables)].astype(str).reset_index(drop=True)
+        frame["count"] = self.table.counts[rows]
+        frame["lower"] = self.lower[rows]
+        frame["upper"] = self.upper[rows]
+        frame["width"] = self.upper[rows] - self.lower[rows]
+        frame["required"] = self.required[rows]
+        frame["narrow"] = self.narrow[rows]
+        return frame
+
+
+def interval_audit(
+    table: Table,
+    suppressed: np.ndarray,
+    *,
+    required: np.ndarray | float = 0.0,
+    lower: np.ndarray | float = 0.0,
+    cells: np.ndarray | None = None,
+) -> IntervalAudit:
+    """Audit a suppression pattern of ``table``: the interval of every suppressed cell.
+
+    Source: seed 000 §5.3 (secondary suppression must stop recomputation from margins);
+    METHODS.md §10.
+
+    Args:
+        table: the table with its true ``count``.
+        suppressed: boolean mask of suppressed cells.
+        required: interval width each cell needs (a number for all, or one per cell); cells with
+            a positive requirement and a narrower interval are ``narrow``.
+        lower: what an intruder knows as the least value of a suppressed cell (0, or 1 for a
+            publisher who never suppresses zeros).
+        cells: restrict the audit to these cells (mask); default every suppressed cell.
+
+    >>> import pandas as pd
+    >>> from tabsafe import InnerCells, tabulate
+    >>> inner = pd.DataFrame({"r": ["a", "a", "b", "b"], "c": ["x", "y", "x", "y"], "n": [1, 5, 4, 6]})
+    >>> t = tabulate(InnerCells.from_frame(inner, count="n"), ["r", "c"])
+    >>> hidden = np.zeros(t.n_cells, dtype=bool); hidden[t.row_of({"r": "a", "c": "x"})] = True
+    >>> audit = interval_audit(t, hidden, required=1)
+    >>> bool(audit.narrow.any())  # a lone suppressed cell is recomputed from its row total
+    True
+    """
+    suppressed = np.asarray(suppressed, dtype=bool)
+    if suppressed.shape != (table.n_cells,):
+        raise InputError(f"suppression mask has {suppressed.size} entries, the table {table.n_cells} cells")
+    values = np.asarray(table.cells["count"].to_numpy(dtype=np.float64, na_value=np.nan))
+    if np.isnan(values).any():
+        raise InputError("the interval audit needs the true counts; the table's count has missing values")
+    req = np.broadcast_to(np.asarray(required, dtype=np.float64), (table.n_cells,)).copy()
+    targets = suppressed if cells is None else (np.asarray(cells, dtype=bool) & suppressed)
+    res = feasibility_intervals(table.additivity(), values, suppressed, lower=lower, targets=targets)
+    width = res.upper - res.lower
+    narrow = targets & (req > 0) & (width < req - _TOL)
+    req[~suppressed] = 0.0
+    return IntervalAudit(table, suppressed, res.lower, res.upper, req, narrow)

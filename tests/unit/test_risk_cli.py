@@ -1,0 +1,178 @@
+"""``tabsafe risk``, ``tabsafe audit`` and ``tabsafe protect --method suppress`` through the real
+CLI on the small synthetic census; errors write nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from tabsafe import Microdata, tabulate
+from tabsafe.cli import main
+from tabsafe.io import read_meta
+from tabsafe.risk.intervals import interval_audit
+
+
+def _run(*argv: str) -> int:
+    return main([str(a) for a in argv])
+
+
+def _run_audit(*argv: str) -> int:
+    """tabsafe.risk.audit_cli through its own parser (``tabsafe audit`` maps to another module)."""
+    import argparse
+
+    from tabsafe.errors import TabsafeError
+    from tabsafe.risk import audit_cli
+
+    parser = argparse.ArgumentParser(prog="audit")
+    audit_cli.add_arguments(parser)
+    try:
+        return audit_cli.run(parser.parse_args([str(a) for a in argv]))
+    except TabsafeError as exc:
+        print(f"tabsafe: error: {exc.message}", file=__import__("sys").stderr)
+        return exc.exit_code
+
+
+def test_risk_writes_flags_and_summary(small_census, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "risk.csv"
+    code = _run("risk", small_census.persons, "--by", "region,sex,citizenship", "--min-freq", 3, "--t-abs", 3,
+                "--t-rel", 99, "--t-min", 2, "--coalition", 1, "--zeros", "--target", "citizenship", "--out", out)
+    assert code == 0
+    frame = pd.read_csv(out, dtype={"region": str, "sex": str, "citizenship": str})
+    assert list(frame.columns) == ["region", "sex", "citizenship", "count", "threshold", "1a", "1b", "2a", "2b", "3",
+                                   "coalition", "zeros", "unsafe"]
+    assert (frame["unsafe"] == frame[["threshold", "1a", "1b", "2a", "2b", "3", "coalition", "zeros"]].any(axis=1)).all()
+    assert (frame["threshold"] == ((frame["count"] > 0) & (frame["count"] < 3))).all()
+    summary = json.loads((tmp_path / "risk.summary.json").read_text())
+    assert summary["cells"] == len(frame)
+    for rule in ("threshold", "1a", "coalition", "zeros"):
+        assert summary["rules"][rule]["cells"] == int(frame[rule].sum())
+    assert summary["unsafe"]["cells"] == int(frame["unsafe"].sum())
+    assert "unsafe" in capsys.readouterr().out
+
+
+def test_risk_only_checked_rules_become_columns(small_census, tmp_path: Path) -> None:
+    out = tmp_path / "r.parquet"
+    assert _run("risk", small_census.persons, "--by", "region,sex", "--t-k-abs", 2, "--out", out,
+                "--summary", tmp_path / "s.json") == 0
+    frame = pd.read_parquet(out)
+    assert list(frame.columns) == ["region", "sex", "count", "1a", "unsafe"]
+    assert (tmp_path / "s.json").is_file()
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--by", "region,sex"], "no rule chosen"),
+    (["--by", "region,sex", "--min-freq", "3", "--target", "nope"], "unknown variable"),
+    (["--by", "region,sex", "--t-rel", "120"], "t_k_rel"),
+])
+def test_risk_errors_write_nothing(small_census, tmp_path: Path, capsys, args, message) -> None:
+    out = tmp_path / "risk.csv"
+    code = _run("risk", small_census.persons, *args, "--out", out)
+    assert code != 0
+    err = capsys.readouterr().err
+    assert message in err and len(err.strip().splitlines()) == 1
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_risk_bad_output_extension_writes_nothing(small_census, tmp_path: Path) -> None:
+    assert _run("risk", small_census.persons, "--by", "sex", "--min-freq", 3, "--out", tmp_path / "r.txt") != 0
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_protect_suppress_release_hides_values(small_census, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "release.csv"
+    report = tmp_path / "report.json"
+    code = _run("protect", small_census.persons, "--by", "region,age,citizenship", "--method", "suppress",
+                "--min-freq", 3, "--out", out, "--report", report)
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "secondary" in printed and "value_suppressed" in printed
+    frame = pd.read_csv(out, dtype={"region": str, "age": str, "citizenship": str})
+    assert list(frame.columns) == ["region", "age", "citizenship", "count", "status"]
+    hidden = frame["status"] == "suppressed"
+    assert hidden.any() and frame.loc[hidden, "count"].isna().all() and frame.loc[~hidden, "count"].notna().all()
+    figures = json.loads(report.read_text())["figures"]
+    assert figures["suppressed"] == int(hidden.sum())
+    # Audit the written release against the original table: nothing small can be recomputed.
+    table = tabulate(Microdata.from_file(small_census.persons, codelists=read_meta(small_census.meta)),
+                     ["region", "age", "citizenship"])
+    assert len(frame) == table.n_cells
+    original = table.counts
+    assert (frame.loc[~hidden, "count"].to_numpy() == original[~hidden.to_numpy()]).all()
+    primary = (original > 0) & (original < 3)
+    audit = interval_audit(table, hidden.to_numpy(), required=1, lower=1, cells=primary)
+    assert not audit.narrow.any()
+    assert (original[hidden.to_numpy()] > 0).all()  # zeros are never suppressed by default
+
+
+def test_protect_suppress_optimal_reports_a_gap(small_census, tmp_path: Path) -> None:
+    out = tmp_path / "release.parquet"
+    report = tmp_path / "report.json"
+    code = _run("protect", small_census.persons, "--by", "region,sex,citizenship", "--method", "suppress",
+                "--mode", "optimal", "--cost", "cells", "--time-limit", 10, "--out", out, "--report", report,
+                "--keep-original")
+    assert code == 0
+    figures = json.loads(report.read_text())["figures"]
+    assert figures["mode"] == "optimal" and 0 <= figures["gap"] <= 1
+    frame = pd.read_parquet(out)
+    assert "original" in frame.columns
+
+
+def test_protect_suppress_bad_option_writes_nothing(small_census, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "release.csv"
+    code = _run("protect", small_census.persons, "--by", "region,sex", "--method", "suppress",
+                "--protection-level", "-1", "--out", out)
+    assert code != 0
+    assert "protection_level" in capsys.readouterr().err
+    assert not out.exists()
+
+
+def _smallest_small_area(census) -> tuple[str, str, pd.Series]:
+    persons = pd.read_parquet(census.persons, columns=["area", "small_area", "sex"])
+    persons = persons.astype(str)
+    sizes = persons.groupby(["area", "small_area"]).size().sort_values()
+    area, small = sizes.index[0]
+    by_sex = persons[persons["small_area"] == small].groupby("sex").size()
+    return area, small, by_sex
+
+
+def test_audit_finds_a_small_area_sliver(small_census, tmp_path: Path, capsys) -> None:
+    area, small, by_sex = _smallest_small_area(small_census)
+    spec = {
+        "data": str(small_census.persons),
+        "tables": [
+            {"name": "area", "by": ["sex"], "where": f"area = '{area}'"},
+            {"name": "area_but_one", "by": ["sex"], "where": f"area = '{area}' AND small_area <> '{small}'"},
+        ],
+    }
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump(spec))
+    out = tmp_path / "slivers.json"
+    assert _run_audit(spec_path, "--min-freq", 10, "--zeros", "--out", out) == 0
+    found = json.loads(out.read_text())["slivers"]
+    # The small area itself, by sex (a sliver equal to another is reported once).
+    values = {s["value"] for s in found}
+    assert int(by_sex.sum()) in values or set(by_sex.tolist()) <= values
+    assert all(s["tables"] == ["area", "area_but_one"] for s in found)
+    assert all(s["value"] < 10 for s in found)
+    assert "small sliver" in capsys.readouterr().out
+    csv = tmp_path / "slivers.csv"
+    assert _run_audit(spec_path, "--min-freq", 10, "--out", csv) == 0
+    assert set(pd.read_csv(csv)["tables"]) == {"area area_but_one"}
+
+
+def test_audit_errors_write_nothing(tmp_path: Path, capsys) -> None:
+    spec_path = tmp_path / "spec.yaml"
+    spec_path.write_text(yaml.safe_dump({"data": "missing.parquet", "tables": [], "colour": 1}))
+    out = tmp_path / "slivers.json"
+    assert _run_audit(spec_path, "--out", out) != 0
+    err = capsys.readouterr().err
+    assert "colour" in err and len(err.strip().splitlines()) == 1
+    assert not out.exists()
+    spec_path.write_text(yaml.safe_dump({"data": "missing.parquet", "tables": [{"name": "a"}, {"name": "b"}]}))
+    assert _run_audit(spec_path, "--out", out) != 0
+    assert "no such file" in capsys.readouterr().err
+    assert not out.exists()

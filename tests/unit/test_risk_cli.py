@@ -1,4 +1,4 @@
-"""``tabsafe risk``, ``tabsafe audit`` and ``tabsafe protect --method suppress`` through the real
+"""``tabsafe risk`` and ``tabsafe protect --method suppress`` through the real
 CLI on the small synthetic census; errors write nothing."""
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-import yaml
 
 from tabsafe import Microdata, tabulate
 from tabsafe.cli import main
@@ -18,22 +17,6 @@ from tabsafe.risk.intervals import interval_audit
 
 def _run(*argv: str) -> int:
     return main([str(a) for a in argv])
-
-
-def _run_audit(*argv: str) -> int:
-    """tabsafe.risk.audit_cli through its own parser (``tabsafe audit`` maps to another module)."""
-    import argparse
-
-    from tabsafe.errors import TabsafeError
-    from tabsafe.risk import audit_cli
-
-    parser = argparse.ArgumentParser(prog="audit")
-    audit_cli.add_arguments(parser)
-    try:
-        return audit_cli.run(parser.parse_args([str(a) for a in argv]))
-    except TabsafeError as exc:
-        print(f"tabsafe: error: {exc.message}", file=__import__("sys").stderr)
-        return exc.exit_code
 
 
 def test_risk_writes_flags_and_summary(small_census, tmp_path: Path, capsys) -> None:
@@ -139,40 +122,3 @@ def _smallest_small_area(census) -> tuple[str, str, pd.Series]:
     return area, small, by_sex
 
 
-def test_audit_finds_a_small_area_sliver(small_census, tmp_path: Path, capsys) -> None:
-    area, small, by_sex = _smallest_small_area(small_census)
-    spec = {
-        "data": str(small_census.persons),
-        "tables": [
-            {"name": "area", "by": ["sex"], "where": f"area = '{area}'"},
-            {"name": "area_but_one", "by": ["sex"], "where": f"area = '{area}' AND small_area <> '{small}'"},
-        ],
-    }
-    spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump(spec))
-    out = tmp_path / "slivers.json"
-    assert _run_audit(spec_path, "--min-freq", 10, "--zeros", "--out", out) == 0
-    found = json.loads(out.read_text())["slivers"]
-    # The small area itself, by sex (a sliver equal to another is reported once).
-    values = {s["value"] for s in found}
-    assert int(by_sex.sum()) in values or set(by_sex.tolist()) <= values
-    assert all(s["tables"] == ["area", "area_but_one"] for s in found)
-    assert all(s["value"] < 10 for s in found)
-    assert "small sliver" in capsys.readouterr().out
-    csv = tmp_path / "slivers.csv"
-    assert _run_audit(spec_path, "--min-freq", 10, "--out", csv) == 0
-    assert set(pd.read_csv(csv)["tables"]) == {"area area_but_one"}
-
-
-def test_audit_errors_write_nothing(tmp_path: Path, capsys) -> None:
-    spec_path = tmp_path / "spec.yaml"
-    spec_path.write_text(yaml.safe_dump({"data": "missing.parquet", "tables": [], "colour": 1}))
-    out = tmp_path / "slivers.json"
-    assert _run_audit(spec_path, "--out", out) != 0
-    err = capsys.readouterr().err
-    assert "colour" in err and len(err.strip().splitlines()) == 1
-    assert not out.exists()
-    spec_path.write_text(yaml.safe_dump({"data": "missing.parquet", "tables": [{"name": "a"}, {"name": "b"}]}))
-    assert _run_audit(spec_path, "--out", out) != 0
-    assert "no such file" in capsys.readouterr().err
-    assert not out.exists()

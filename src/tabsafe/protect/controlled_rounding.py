@@ -876,7 +876,13 @@ def _round_partitioned(
         values, parts, reopened = _partitioned(grid, z, ctx, max_cells)
         programs += parts
         if values is None:
-            _fail("failed", ctx.base, ctx.steps, time_limit)
+            kind = "zero-restricted" if ctx.steps == 0 else f"{ctx.steps}-step"
+            raise MethodError(
+                f"no {kind} controlled rounding to base {ctx.base} was found: the table was partitioned "
+                f"({parts:,} parts of at most {max_cells:,} cells) and a part had no rounding that fits the "
+                "parts rounded before it",
+                hint=f"allow --steps {ctx.steps + 1}, or a larger --time-limit so the whole program is tried longer",
+            )
         notes.append(f"partitioned: {parts:,} parts of at most {max_cells:,} cells, each rounded with the cells "
                      "already rounded fixed" + (f"; {reopened} time(s) the remaining slices were re-opened "
                                                 "and solved together" if reopened else ""))

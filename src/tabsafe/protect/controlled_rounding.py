@@ -64,8 +64,7 @@ import scipy.sparse as sp
 
 from tabsafe.errors import InputError, MethodError
 from tabsafe.model.table import Table
-from tabsafe.protect._solver import LinearProgram
-from tabsafe.protect._solver_rounding import solve_mip, solve_relaxation
+from tabsafe.protect._solver import LinearProgram, solve
 
 __all__ = [
     "ControlledResult",
@@ -432,7 +431,7 @@ def _solve_cells(
         d = rest_down - q
         start = np.concatenate([y[ypos], p[ppos], q[qpos], o[opos], d[dpos]]).astype(np.float64)
     lp = LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, integer=np.ones(n, dtype=bool), offset=offset)
-    sol = solve_mip(lp, start=start, time_limit=time_limit, mip_rel_gap=gap, first_feasible=first_feasible)
+    sol = solve(lp, start=start, time_limit=time_limit, mip_rel_gap=gap, first_feasible=first_feasible, threads=1)
     if not sol.has_solution:
         return None, sol.status, sol.bound
     x = np.rint(sol.x).astype(np.int64)
@@ -568,8 +567,8 @@ def _relaxation_bound(A: sp.csc_matrix, z: np.ndarray, *, base: int, steps: int,
     rhs = rhs_all[touched].astype(np.float64)
     c = np.concatenate([b - 2.0 * r[ypos], np.full(ppos.size + qpos.size, float(b))])
     hi = np.concatenate([np.ones(ypos.size), p_hi[ppos].astype(float), (-lo_w[qpos]).astype(float)])
-    sol = solve_relaxation(LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, offset=float(r.sum())),
-                           time_limit=time_limit)
+    sol = solve(LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, offset=float(r.sum())),
+                time_limit=time_limit, relax=True, lp_method="ipm")
     return float(sol.objective) if sol.status == "optimal" and sol.objective is not None else None
 
 

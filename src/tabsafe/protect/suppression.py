@@ -74,8 +74,7 @@ from tabsafe.errors import InputError, MethodError
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.result import Protection, Report
 from tabsafe.model.table import Dimension, Table
-from tabsafe.protect._solver import LinearProgram
-from tabsafe.protect._solver_suppression import solve_mip
+from tabsafe.protect._solver import LinearProgram, solve
 from tabsafe.registry import Needs, register_method
 from tabsafe.risk.intervals import feasibility_intervals
 from tabsafe.risk.rules import RiskRules, RuleThresholds, coalition_rule, extended_rules, threshold_rule
@@ -543,7 +542,7 @@ def _optimal(problem: _Problem, A: sp.csr_matrix, incumbent: np.ndarray, *, time
             c=cost, A=M, row_lower=np.array([r[2] for r in rows]), row_upper=np.full(n_rows, math.inf),
             col_lower=np.zeros(cand.size), col_upper=np.ones(cand.size), integer=np.ones(cand.size, dtype=bool),
         )
-        sol = solve_mip(lp, start=best[cand].astype(float), time_limit=remaining, mip_rel_gap=mip_gap)
+        sol = solve(lp, start=best[cand].astype(float), time_limit=remaining, mip_rel_gap=mip_gap)
         if sol.bound is not None:
             lower_bound = max(lower_bound, sol.bound)
         if sol.x is None:

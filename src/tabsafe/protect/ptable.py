@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import math
 import os
-import tempfile
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +42,7 @@ import pandas as pd
 from scipy.optimize import LinearConstraint, linprog, minimize
 
 import tabsafe.errors
+from tabsafe.io import atomic_path
 
 __all__ = ["PTable", "PTableParams", "generate_ptable"]
 
@@ -692,46 +692,22 @@ class PTable:
         fig.supxlabel("noise v = j - i")
         fig.supylabel("p")
         fig.tight_layout()
-        target = Path(path)
-        _check_parent(target)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".png")
-        os.close(fd)
         try:
-            fig.savefig(tmp, format="png", dpi=100)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+            with atomic_path(path) as tmp:
+                fig.savefig(tmp, format="png", dpi=100)
         finally:
             plt.close(fig)
-        return target
+        return Path(path)
 
 
 # --------------------------------------------------------------------------------------------
 # files
 
 
-def _check_parent(target: Path) -> None:
-    if not target.parent.is_dir():
-        raise tabsafe.errors.InputError(
-            f"folder {target.parent} does not exist", where=str(target)
-        )
-
-
 def _atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
-    target = Path(path)
-    _check_parent(target)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+    return Path(path)
 
 
 def _read_table(path: str | os.PathLike[str], *, sep: str) -> pd.DataFrame:

@@ -21,6 +21,7 @@ from tabsafe.model.microdata import Microdata
 from tabsafe.model.spec import KeySpec
 from tabsafe.model.table import Table
 from tabsafe.protect.ptable import PTableParams
+from tabsafe.risk.rules import RiskRules, RuleThresholds, assess
 from tabsafe.synth import synth_census
 from tabsafe.tabulate import tabulate
 
@@ -118,20 +119,15 @@ def run(args: argparse.Namespace) -> int:
         print(f"   {spec.name:40s} {risk['cells']:9,d} {risk['zeros']:9,d} {risk['ones']:7,d} {risk['twos']:7,d} "
               f"{100 * risk['small_cell_share']:7.2f}% {secs:6.2f}")
 
-    try:
-        from tabsafe.risk.rules import RiskRules, RuleThresholds, assess
-    except ImportError:  # pragma: no cover - risk assessment not in this version
-        assess = None
-    if assess is not None:
-        rules = RiskRules(min_freq=3, thresholds=RuleThresholds(t_k_abs=3, t_y_abs=3, t_k_rel=99, t_y_rel=99, t_min=2),
-                          coalition=1, zeros=1)
-        print("   rules on area × age × citizenship (threshold 3, seed 003 rules t_abs=3 t_rel=99 t_min=2, "
-              "1-coalitions, informative zeros):")
-        risk = assess(tables["area_age_citizenship"], rules).summary()
-        summary["risk_rules_area_age_citizenship"] = risk
-        per_rule = {**risk["rules"], "unsafe": risk["unsafe"]}
-        line = ", ".join(f"{name} {v['cells']:,}" for name, v in per_rule.items())
-        print(f"   {line}")
+    rules = RiskRules(min_freq=3, thresholds=RuleThresholds(t_k_abs=3, t_y_abs=3, t_k_rel=99, t_y_rel=99, t_min=2),
+                      coalition=1, zeros=1)
+    print("   rules on area × age × citizenship (threshold 3, seed 003 rules t_abs=3 t_rel=99 t_min=2, "
+          "1-coalitions, informative zeros):")
+    risk = assess(tables["area_age_citizenship"], rules).summary()
+    summary["risk_rules_area_age_citizenship"] = risk
+    per_rule = {**risk["rules"], "unsafe": risk["unsafe"]}
+    line = ", ".join(f"{name} {v['cells']:,}" for name, v in per_rule.items())
+    print(f"   {line}")
 
     protections = _protections()
     if protections:

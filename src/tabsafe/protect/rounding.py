@@ -277,7 +277,8 @@ class Rounding:
             values = res.values
             figures.update(
                 objective=res.objective, lower_bound=res.lower_bound, gap=round(res.gap, 6),
-                status=res.status, bound=res.bound_kind, seconds=round(res.seconds, 3), programs=res.parts,
+                status=res.status, bound=res.bound_kind, seconds=round(res.seconds, 3),
+                first_solution_seconds=round(res.first_seconds or res.seconds, 3), programs=res.parts,
             )
             notes += list(res.notes)
         values = np.asarray(values, dtype=np.int64)

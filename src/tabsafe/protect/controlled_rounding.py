@@ -252,6 +252,15 @@ class _Grid:
             (np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(offset, self.size)
         )
 
+    @cached_property
+    def _members(self) -> sp.csr_matrix:
+        return abs(self.additivity).tocsr()
+
+    def closed_relations(self, known: np.ndarray) -> np.ndarray:
+        """Mask of the additivity relations whose every cell is in the boolean mask ``known``
+        (the relations a program over part of the grid can keep)."""
+        return (self._members @ known.astype(np.float64)) == np.diff(self._members.indptr)
+
     def aggregate(self, inner: np.ndarray) -> np.ndarray:
         """Fill every aggregate cell with the sum of its inner cells (aggregates of ``inner`` ignored)."""
         x = np.array(inner, dtype=np.int64).reshape(self.shape)
@@ -719,14 +728,8 @@ class _Sequential:
         self.kids = {p: list(k) for p, k in self.grid.families[self.axis]}
         self.lo, self.hi = _step_range(self.z, self.ctx.base, self.ctx.steps)
         self.u = self.z // self.ctx.base
-
-    @cached_property
-    def abs_additivity(self) -> sp.csr_matrix:
-        return abs(self.grid.additivity).tocsr()
-
-    @cached_property
-    def row_sizes(self) -> np.ndarray:
-        return np.diff(self.abs_additivity.indptr)
+        # smallest and largest allowed value of each cell, in multiples of the base
+        self.floor, self.ceil = self.u + self.lo, self.u + self.hi
 
     def _idx(self, p: int) -> tuple:
         return tuple(p if ax == self.axis else slice(None) for ax in range(len(self.grid.shape)))
@@ -764,8 +767,7 @@ class _Sequential:
         if remaining <= 0.05:
             return False
         free = cells if relaxed is None else cells | relaxed
-        known = (self.done | free).astype(np.float64)
-        rows = (self.abs_additivity @ known) == self.row_sizes
+        rows = self.grid.closed_relations(self.done | free)
         out, _, _ = _solve_cells(
             self.grid.additivity, self.z, free, self.a, base=self.ctx.base, steps=self.ctx.steps,
             time_limit=min(time_limit, remaining), ranges=ranges, rows=rows, gap=gap,
@@ -798,13 +800,13 @@ class _Sequential:
         # D: rounded minus LP steps of the children done so far, relative to the parent's own
         w_parent = self.part(self.a, parent) // b - self.part(self.u, parent)
         drift = -(w_parent - self.part(self.w_lp, parent))
-        lo_sum = sum(self.part(self.u + self.lo, k) for k in kids)
-        hi_sum = sum(self.part(self.u + self.hi, k) for k in kids)
+        lo_sum = sum(self.part(self.floor, k) for k in kids)
+        hi_sum = sum(self.part(self.ceil, k) for k in kids)
         need = self.part(self.a, parent) // b
         head = kids[:-self.group]
         for i, k in enumerate(head):
             rest = kids[i + 1:]
-            uk, lk, hk = self.part(self.u, k), self.part(self.u + self.lo, k), self.part(self.u + self.hi, k)
+            uk, lk, hk = self.part(self.u, k), self.part(self.floor, k), self.part(self.ceil, k)
             lo_sum, hi_sum = lo_sum - lk, hi_sum - hk
             target = np.full(self.z.size, np.nan)
             for c in units[k]:
@@ -860,14 +862,6 @@ class _Partition:
     reopened: int = 0
     parts_left: float = 1.0
 
-    @cached_property
-    def abs_additivity(self) -> sp.csr_matrix:
-        return abs(self.grid.additivity).tocsr()
-
-    @cached_property
-    def row_sizes(self) -> np.ndarray:
-        return np.diff(self.abs_additivity.indptr)
-
     def cells(self, fixed: dict[int, int]) -> np.ndarray:
         """Mask of the part: the cells with the given code positions on the given axes."""
         idx = [slice(None)] * len(self.grid.shape)
@@ -879,8 +873,7 @@ class _Partition:
 
     def solve(self, free: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
         """One integer program: the free cells, with every relation among free and rounded cells."""
-        known = (self.done | free).astype(np.float64)
-        rows = (self.abs_additivity @ known) == self.row_sizes
+        rows = self.grid.closed_relations(self.done | free)
         share = self.ctx.remaining() / max(1.0, self.parts_left)
         out, _, _ = _solve_cells(
             self.grid.additivity, self.z, free, self.a, base=self.ctx.base, steps=self.ctx.steps,

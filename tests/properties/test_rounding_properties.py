@@ -316,3 +316,36 @@ def test_solve_cells_pull_and_relaxed_look_ahead() -> None:
     marker = np.full(z.size, -7, dtype=np.int64)
     out, _, _ = _solve_cells(grid.additivity, z, free, marker, base=3, steps=0, time_limit=5, relaxed=relaxed)
     assert out is not None and out[cell] == -7 and np.all(out[~relaxed] % 3 == 0)
+
+
+@SETTINGS
+@given(
+    values=st.lists(st.integers(0, 9), min_size=4, max_size=4),
+    targets=st.lists(st.floats(-1.5, 2.5), min_size=9, max_size=9),
+    lam=st.sampled_from([0.5, 1.0, 4.0]),
+    steps=st.sampled_from([0, 1]),
+)
+def test_pulled_program_is_exact(values: list[int], targets: list[float], lam: float, steps: int) -> None:
+    """The pulled program (one 0/1 variable per unit step) finds the additive rounding of least
+    ``Σ |z − a| + λ·|w − target|``: checked against every rounding of a 2 × 2 table with margins."""
+    t = make_table((2, 2), values, hierarchical=False)
+    grid, z = _Grid.of(t), np.asarray(t.counts, dtype=np.int64)
+    target = np.array(targets)
+    out, status, _ = _solve_cells(grid.additivity, z, np.ones(z.size, dtype=bool), np.zeros(z.size, dtype=np.int64),
+                                  base=3, steps=steps, time_limit=10, gap=0.0, pull=(target, lam))
+    lo, hi = _step_range(z, 3, steps)
+    u = z // 3
+
+    def cost(a: np.ndarray) -> np.ndarray:
+        return np.abs(z - a).sum(-1) + lam * np.abs(a // 3 - u - target).sum(-1)
+
+    every = 3 * (u + np.array(list(itertools.product(*[range(lo[i], hi[i] + 1) for i in range(z.size)]))))
+    additive = every[np.all(grid.additivity @ every.T == 0, axis=0)]
+    if additive.shape[0] == 0:
+        assert out is None and status == "infeasible"
+        return
+    best = float(cost(additive).min())
+    assert out is not None and t.with_values(count=out).is_additive()
+    assert np.all(out % 3 == 0) and np.all(_step_range(z, 3, steps)[0] <= out // 3 - u)
+    assert np.all(out // 3 - u <= hi)
+    assert float(cost(out)) == pytest.approx(best, abs=1e-6)

@@ -374,8 +374,8 @@ def _solve_cells(
     (the parts of a partitioned table); ``rows`` keeps only those additivity relations (the
     relations among cells that are free or already rounded). ``pull = (target, λ)`` adds
     ``λ·|w − target|`` to the cost of each free cell with a finite ``target`` (a full-length float
-    array of step values): the sequential rounding uses it to keep close to the LP relaxation.
-    Free cells marked in ``relaxed`` keep continuous steps (they are a look-ahead: their values
+    array of step values): the sequential rounding uses it to keep close to the LP relaxation
+    (such programs go to :func:`_solve_pulled`). Free cells marked in ``relaxed`` keep continuous steps (they are a look-ahead: their values
     are returned unchanged from ``a``).
 
     Returns the full new value array (``None`` without a solution), the solver status and the
@@ -384,6 +384,9 @@ def _solve_cells(
     b = base
     if rows is not None:
         A = A[np.flatnonzero(rows)]
+    if pull is not None:
+        return _solve_pulled(A, z, free, a, base=b, steps=steps, time_limit=time_limit, gap=gap,
+                             first_feasible=first_feasible, ranges=ranges, pull=pull, relaxed=relaxed)
     F = np.flatnonzero(free)
     zf = z[F]
     u, r = np.divmod(zf, b)
@@ -451,37 +454,7 @@ def _solve_cells(
     if relaxed is not None:
         rel = relaxed[F]
         integer = np.concatenate([rel[pos] for pos, _, _, _ in blocks]) == 0
-    if pull is not None:
-        # λ·t_j with t_j >= |w_j - target_j|, w_j = w_base_j + (signed sum of the cell's variables)
-        target, lam = pull
-        tf = target[F]
-        pc = np.flatnonzero(np.isfinite(tf))
-        if pc.size and lam > 0:
-            slot = np.full(F.size, -1, dtype=np.int64)
-            slot[pc] = np.arange(pc.size)
-            prow = np.concatenate([slot[pos] for pos, _, _, _ in blocks])
-            psign = np.concatenate([np.full(pos.size, sign) for pos, sign, _, _ in blocks])
-            keep = prow >= 0
-            P = sp.csc_matrix((psign[keep], (prow[keep], np.flatnonzero(keep))), shape=(pc.size, n))
-            eye = sp.identity(pc.size, format="csc")
-            gap_to = tf[pc] - w_base[pc]
-            M = sp.vstack([
-                sp.hstack([M, sp.csc_matrix((M.shape[0], pc.size))]),
-                sp.hstack([P, -eye]),
-                sp.hstack([-P, -eye]),
-            ], format="csc")
-            row_lo = np.concatenate([rhs, np.full(2 * pc.size, -np.inf)])
-            row_hi = np.concatenate([rhs, gap_to, -gap_to])
-            c = np.concatenate([c, np.full(pc.size, float(lam))])
-            hi = np.concatenate([hi, np.full(pc.size, np.inf)])
-            integer = np.concatenate([integer, np.zeros(pc.size, dtype=bool)])
-            n_pull = pc.size
-        else:
-            n_pull = 0
-    else:
-        n_pull = 0
-    if n_pull == 0:
-        row_lo = row_hi = rhs
+    row_lo = row_hi = rhs
     start = None
     if warm:
         dw = w0 - w_base
@@ -493,9 +466,7 @@ def _solve_cells(
         q = np.minimum(rest_down, q_hi - q_lo)
         d = rest_down - q
         start = np.concatenate([y[ypos], p[ppos], q[qpos], o[opos], d[dpos]]).astype(np.float64)
-    if start is not None and n_pull:
-        start = None  # the pull variables have no start value; the warm start is not used with a pull
-    lp = LinearProgram(c, M, row_lo, row_hi, np.zeros(n + n_pull), hi, integer=integer, offset=offset)
+    lp = LinearProgram(c, M, row_lo, row_hi, np.zeros(n), hi, integer=integer, offset=offset)
     sol = solve(lp, start=start, time_limit=time_limit, mip_rel_gap=gap, first_feasible=first_feasible, threads=1)
     if not sol.has_solution:
         return None, sol.status, sol.bound
@@ -509,6 +480,80 @@ def _solve_cells(
     out[F] = b * (u + w)
     if relaxed is not None:
         out[F[rel]] = a[F[rel]]
+    return out, sol.status, sol.bound
+
+
+def _solve_pulled(
+    A: sp.csc_matrix,
+    z: np.ndarray,
+    free: np.ndarray,
+    a: np.ndarray,
+    *,
+    base: int,
+    steps: int,
+    time_limit: float,
+    gap: float | None,
+    first_feasible: bool,
+    ranges: tuple[np.ndarray, np.ndarray] | None,
+    pull: tuple[np.ndarray, float],
+    relaxed: np.ndarray | None,
+) -> tuple[np.ndarray | None, str, float | None]:
+    """:func:`_solve_cells` with a pull: cost ``f(w) = |z − b·(u + w)| + λ·|w − target|`` per cell.
+
+    ``f`` is convex in ``w``, so ``w`` is written as its lowest allowed value plus one 0/1
+    variable per unit step, each costing the increase of ``f`` over its step: the solver takes
+    the cheap steps first, and any solution costs exactly ``Σ f(w)``. Why not ``λ·t`` with
+    ``t ≥ ±(w − target)``: those rows and continuous columns stopped HiGHS' heuristics from
+    finding any rounding of a 3,240-cell five-dimensional slice in 30 s; this form finds one in
+    under 2 s (the relations, and so the program's hardness, are the same)."""
+    b = base
+    F = np.flatnonzero(free)
+    zf = z[F]
+    u, r = np.divmod(zf, b)
+    lo, hi = _step_range(zf, b, steps) if ranges is None else (ranges[0][F], ranges[1][F])
+    if np.any(lo > hi):
+        return None, "infeasible", None
+    target, lam = pull
+    tau = np.asarray(target, dtype=np.float64)[F]
+    pulled = np.isfinite(tau)
+
+    def f(w: np.ndarray, cell: np.ndarray) -> np.ndarray:
+        cost = np.abs(r[cell] - b * w).astype(np.float64)
+        m = pulled[cell]
+        cost[m] += lam * np.abs(w[m] - tau[cell][m])
+        return cost
+
+    units = (hi - lo).astype(np.int64)
+    cell = np.repeat(np.arange(F.size), units)
+    step = lo[cell] + np.arange(cell.size) - np.repeat(np.cumsum(units) - units, units)
+    cost = f(step + 1, cell) - f(step, cell)
+    offset = float(f(lo, np.arange(F.size)).sum())
+    v = np.where(free, z // b, a // b)
+    v[F] += lo
+    rhs_all = -(A @ v)
+    M = A[:, F][:, cell].tocsc()
+    touched = np.zeros(A.shape[0], dtype=bool)
+    touched[M.indices] = True
+    if np.any(rhs_all[~touched] != 0):
+        return None, "infeasible", None
+    out = a.copy()
+    rel = relaxed[F] if relaxed is not None else np.zeros(F.size, dtype=bool)
+    if cell.size == 0:
+        out[F] = b * (u + lo)
+        out[F[rel]] = a[F[rel]]
+        return out, "optimal", offset
+    rowmap = np.cumsum(touched) - 1
+    M = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), cell.size))
+    rhs = rhs_all[touched].astype(np.float64)
+    lp = LinearProgram(cost, M, rhs, rhs, np.zeros(cell.size), np.ones(cell.size), integer=~rel[cell],
+                       offset=offset)
+    sol = solve(lp, time_limit=time_limit, mip_rel_gap=gap, first_feasible=first_feasible, threads=1)
+    if not sol.has_solution:
+        return None, sol.status, sol.bound
+    w = lo.copy()
+    np.add.at(w, cell, np.rint(sol.x).astype(np.int64))
+    out[F] = b * (u + w)
+    out[F[rel]] = a[F[rel]]
     return out, sol.status, sol.bound
 
 

@@ -375,8 +375,8 @@ def _solve_cells(
     relations among cells that are free or already rounded). ``pull = (target, λ)`` adds
     ``λ·|w − target|`` to the cost of each free cell with a finite ``target`` (a full-length float
     array of step values): the sequential rounding uses it to keep close to the LP relaxation
-    (such programs go to :func:`_solve_pulled`). Free cells marked in ``relaxed`` keep continuous steps (they are a look-ahead: their values
-    are returned unchanged from ``a``).
+    (such programs go to :func:`_solve_pulled`). Free cells marked in ``relaxed`` keep continuous
+    steps (they are a look-ahead: their values are returned unchanged from ``a``).
 
     Returns the full new value array (``None`` without a solution), the solver status and the
     solver's bound on the part's objective (penalties included).
@@ -504,8 +504,8 @@ def _solve_pulled(
     variable per unit step, each costing the increase of ``f`` over its step: the solver takes
     the cheap steps first, and any solution costs exactly ``Σ f(w)``. Why not ``λ·t`` with
     ``t ≥ ±(w − target)``: those rows and continuous columns stopped HiGHS' heuristics from
-    finding any rounding of a 3,240-cell five-dimensional slice in 30 s; this form finds one in
-    under 2 s (the relations, and so the program's hardness, are the same)."""
+    finding any rounding of a 3,240-cell five-dimensional slice in 30 s; this form, with the same
+    cells and relations, finds one in 1.7 s."""
     b = base
     F = np.flatnonzero(free)
     zf = z[F]

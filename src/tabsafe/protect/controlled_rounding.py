@@ -347,6 +347,18 @@ def _violation(z: np.ndarray, a: np.ndarray, base: int, steps: int) -> np.ndarra
     return np.maximum(lo - w, 0) + np.maximum(w - hi, 0)
 
 
+def _touched_rows(M: sp.csc_matrix, rhs: np.ndarray) -> tuple[sp.csc_matrix, np.ndarray] | None:
+    """The rows of ``M x = rhs`` that hold a variable, with their right-hand sides; ``None`` when
+    a row without variables asks for a non-zero sum (the program has no solution)."""
+    touched = np.zeros(M.shape[0], dtype=bool)
+    touched[M.indices] = True
+    if np.any(rhs[~touched] != 0):
+        return None
+    rowmap = np.cumsum(touched) - 1
+    kept = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), M.shape[1]))
+    return kept, rhs[touched].astype(np.float64)
+
+
 def _solve_cells(
     A: sp.csc_matrix,
     z: np.ndarray,
@@ -439,13 +451,10 @@ def _solve_cells(
             out[F[relaxed[F]]] = a[F[relaxed[F]]]
         return out, "optimal", offset
     M = sp.hstack(cols, format="csc") if len(cols) > 1 else cols[0].tocsc()
-    touched = np.zeros(A.shape[0], dtype=bool)
-    touched[M.indices] = True
-    if np.any(rhs_all[~touched] != 0):
+    kept = _touched_rows(M, rhs_all)
+    if kept is None:
         return None, "infeasible", None
-    rowmap = np.cumsum(touched) - 1
-    M = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), n))
-    rhs = rhs_all[touched].astype(np.float64)
+    M, rhs = kept
     # exact costs: w_base is 0 whenever y is free, and a non-zero w_base (a range that excludes
     # w = 0) leaves only moves away from z, each step costing b
     c = np.concatenate([cost for pos, _, _, cost in blocks])
@@ -532,19 +541,16 @@ def _solve_pulled(
     v[F] += lo
     rhs_all = -(A @ v)
     M = A[:, F][:, cell].tocsc()
-    touched = np.zeros(A.shape[0], dtype=bool)
-    touched[M.indices] = True
-    if np.any(rhs_all[~touched] != 0):
+    kept = _touched_rows(M, rhs_all)
+    if kept is None:
         return None, "infeasible", None
+    M, rhs = kept
     out = a.copy()
     rel = relaxed[F] if relaxed is not None else np.zeros(F.size, dtype=bool)
     if cell.size == 0:
         out[F] = b * (u + lo)
         out[F[rel]] = a[F[rel]]
         return out, "optimal", offset
-    rowmap = np.cumsum(touched) - 1
-    M = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), cell.size))
-    rhs = rhs_all[touched].astype(np.float64)
     lp = LinearProgram(cost, M, rhs, rhs, np.zeros(cell.size), np.ones(cell.size), integer=~rel[cell],
                        offset=offset)
     sol = solve(lp, time_limit=time_limit, mip_rel_gap=gap, first_feasible=first_feasible, threads=1)
@@ -686,13 +692,10 @@ def _relaxation(A: sp.csc_matrix, z: np.ndarray, *, base: int, steps: int, time_
                            np.zeros(z.size) if feasible else None)
     M = sp.hstack([A[:, ypos], A[:, ppos], -A[:, qpos]], format="csc")
     rhs_all = -(A @ u)
-    touched = np.zeros(A.shape[0], dtype=bool)
-    touched[M.indices] = True
-    if np.any(rhs_all[~touched] != 0):
+    kept = _touched_rows(M, rhs_all)
+    if kept is None:
         return _Relaxation("infeasible")
-    rowmap = np.cumsum(touched) - 1
-    M = sp.csc_matrix((M.data, rowmap[M.indices], M.indptr), shape=(int(touched.sum()), n))
-    rhs = rhs_all[touched].astype(np.float64)
+    M, rhs = kept
     c = np.concatenate([b - 2.0 * r[ypos], np.full(ppos.size + qpos.size, float(b))])
     hi = np.concatenate([np.ones(ypos.size), p_hi[ppos].astype(float), (-lo_w[qpos]).astype(float)])
     sol = solve(LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, offset=float(r.sum())),

@@ -647,7 +647,7 @@ def _improve(
                 break
         centre = int(candidates[rng.integers(candidates.size)])
         free = _neighbourhood(grid, rng, cells, centre)
-        out, status, _ = _solve_cells(
+        out, _, _ = _solve_cells(
             A, z, free, a, base=b, steps=ctx.steps, warm=True, time_limit=min(sub_time, ctx.remaining()),
         )
         rounds += 1
@@ -1104,8 +1104,8 @@ def controlled_round(
         return ControlledResult(
             values=values, objective=obj, lower_bound=nearest_bound, bound_kind="nearest",
             gap=_gap(obj, nearest_bound), status="rapid", seconds=time.monotonic() - started, parts=0,
-            notes=("RAPID: inner cells at their nearest multiple, aggregates by addition; aggregates may "
-                   "be several bases from their true values",),
+            notes=(("RAPID: inner cells at their nearest multiple, aggregates by addition; aggregates may "
+                    "be several bases from their true values"),),
         )
     ctx = _Context(base=base, steps=steps, deadline=started + float(time_limit))
     A = grid.additivity
@@ -1222,7 +1222,8 @@ def _round_partitioned(
                 f"no {kind} controlled rounding to base {ctx.base} was found: the table was partitioned "
                 f"({parts:,} parts of at most {max_cells:,} cells) and a part had no rounding that fits the "
                 "parts rounded before it",
-                hint=f"allow --steps {ctx.steps + 1}, or a larger --time-limit so the whole program is tried longer",
+                hint=(f"allow --steps {ctx.steps + 1}, or a larger --time-limit so the whole program is tried "
+                      "longer; --solution rapid gives an additive table whose aggregates may lie further away"),
             )
         notes.append(f"partitioned: {parts:,} parts of at most {max_cells:,} cells, each rounded with the cells "
                      "already rounded fixed" + (f"; {reopened} time(s) the remaining slices were re-opened "

@@ -347,6 +347,17 @@ def _violation(z: np.ndarray, a: np.ndarray, base: int, steps: int) -> np.ndarra
     return np.maximum(lo - w, 0) + np.maximum(w - hi, 0)
 
 
+def _free_ranges(
+    zf: np.ndarray, F: np.ndarray, base: int, steps: int, ranges: tuple[np.ndarray, np.ndarray] | None,
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Allowed range of ``w`` for the free cells ``F`` (values ``zf``): their step range, or the
+    narrowed ``ranges`` of a part; ``None`` when some cell's range is empty."""
+    if ranges is None:
+        return _step_range(zf, base, steps)
+    lo, hi = ranges[0][F], ranges[1][F]
+    return None if np.any(lo > hi) else (lo, hi)
+
+
 def _touched_rows(M: sp.csc_matrix, rhs: np.ndarray) -> tuple[sp.csc_matrix, np.ndarray] | None:
     """The rows of ``M x = rhs`` that hold a variable, with their right-hand sides; ``None`` when
     a row without variables asks for a non-zero sum (the program has no solution)."""
@@ -402,12 +413,10 @@ def _solve_cells(
     F = np.flatnonzero(free)
     zf = z[F]
     u, r = np.divmod(zf, b)
-    if ranges is None:
-        lo_w, hi_w = _step_range(zf, b, steps)
-    else:
-        lo_w, hi_w = ranges[0][F], ranges[1][F]
-        if np.any(lo_w > hi_w):
-            return None, "infeasible", None
+    allowed = _free_ranges(zf, F, b, steps, ranges)
+    if allowed is None:
+        return None, "infeasible", None
+    lo_w, hi_w = allowed
     w0 = a[F] // b - u if warm else np.zeros(F.size, dtype=np.int64)
     over = np.maximum(w0 - hi_w, 0) if warm else np.zeros(F.size, dtype=np.int64)
     under = np.maximum(lo_w - w0, 0) if warm else np.zeros(F.size, dtype=np.int64)
@@ -519,9 +528,10 @@ def _solve_pulled(
     F = np.flatnonzero(free)
     zf = z[F]
     u, r = np.divmod(zf, b)
-    lo, hi = _step_range(zf, b, steps) if ranges is None else (ranges[0][F], ranges[1][F])
-    if np.any(lo > hi):
+    allowed = _free_ranges(zf, F, b, steps, ranges)
+    if allowed is None:
         return None, "infeasible", None
+    lo, hi = allowed
     target, lam = pull
     tau = np.asarray(target, dtype=np.float64)[F]
     pulled = np.isfinite(tau)

@@ -4,9 +4,76 @@ Every error a user can cause is an :class:`InputError` (bad data, bad parameters
 :class:`MethodError` (valid input for which a method has no answer, e.g. an infeasible integer
 program). Both carry one line of text that says *what* is wrong and *where*; the CLI prints that
 line and exits non-zero, the service turns it into a 4xx. Anything else escaping is a bug.
+
+Library errors speak of *parameters*, not of command-line flags: a parameter is named in the text
+with :func:`param` and rendered for the reader — ``'steps'`` in Python and the service,
+``--steps`` on the command line (:meth:`TabsafeError.render`). A :class:`MethodError` carries a
+machine-readable :class:`Reason` and :class:`Suggestion` s (parameter values that would help),
+which each surface turns into its own words.
 """
 
 from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+_MARK = "\x00"
+_PARAM = re.compile(_MARK + r"([^\x00]+)" + _MARK)
+
+
+def param(name: str) -> str:
+    """A parameter's name inside an error text, rendered per surface (``'name'`` or ``--name``)."""
+    return f"{_MARK}{name}{_MARK}"
+
+
+def as_flag(name: str) -> str:
+    """The command-line option of a parameter: ``time_limit`` → ``--time-limit``."""
+    return "--" + name.replace("_", "-")
+
+
+def _api(name: str) -> str:
+    return repr(name)
+
+
+def _render_value(value: Any) -> str:
+    if isinstance(value, Enum):
+        value = value.value
+    if isinstance(value, bool):
+        return "" if value else "false"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+class Reason(str, Enum):
+    """Why a method has no answer (machine-readable; the service returns it)."""
+
+    INFEASIBLE = "infeasible"
+    TIME_LIMIT = "time-limit"
+    WORK_LIMIT = "work-limit"
+    TOO_LARGE = "too-large"
+    NOT_FOUND = "not-found"
+    NOT_APPLICABLE = "not-applicable"
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """Parameter values that would let the method answer, with why (e.g. ``steps=1``)."""
+
+    text: str
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    def render(self, flag: Callable[[str], str]) -> str:
+        if not self.params:
+            return self.text
+        if flag is as_flag:
+            shown = " ".join(f"{flag(k)} {_render_value(v)}".rstrip() for k, v in self.params.items())
+        else:
+            shown = ", ".join(f"{k}={v!r}" for k, v in self.params.items())
+        return f"{self.text} with {shown}" if self.text else shown
 
 
 class TabsafeError(Exception):
@@ -19,14 +86,26 @@ class TabsafeError(Exception):
         self.what = what
         self.where = where
         self.hint = hint
-        super().__init__(self.message)
+        super().__init__(self.render())
+
+    def render(self, flag: Callable[[str], str] = _api) -> str:
+        """The one-line message, parameters named by ``flag`` (``as_flag`` for the CLI)."""
+        text = f"{self.where}: {self.what}" if self.where else self.what
+        hint = self._hint(flag)
+        if hint:
+            text = f"{text} ({hint})"
+        text = _PARAM.sub(lambda m: flag(m.group(1)), text)
+        return " ".join(text.split())  # always one line
+
+    def _hint(self, flag: Callable[[str], str]) -> str | None:
+        return self.hint
 
     @property
     def message(self) -> str:
-        text = f"{self.where}: {self.what}" if self.where else self.what
-        if self.hint:
-            text = f"{text} ({self.hint})"
-        return " ".join(text.split())  # always one line
+        return self.render()
+
+    def __str__(self) -> str:
+        return self.render()
 
 
 class InputError(TabsafeError):
@@ -36,14 +115,44 @@ class InputError(TabsafeError):
     http_status = 422
 
 
+class TooLargeError(InputError):
+    """A requested table or job exceeds a configured size or memory limit."""
+
+    http_status = 413
+
+
 class MethodError(TabsafeError):
-    """The input is valid but the method cannot produce an answer (e.g. infeasible program)."""
+    """The input is valid but the method cannot produce an answer (e.g. infeasible program).
+
+    Attributes:
+        reason: why, machine-readable.
+        suggestions: parameter values that would help, each rendered per surface.
+    """
 
     exit_code = 3
     http_status = 409
 
+    def __init__(
+        self,
+        what: str,
+        *,
+        reason: Reason | str = Reason.NOT_FOUND,
+        suggestions: tuple[Suggestion, ...] = (),
+        where: str | None = None,
+        hint: str | None = None,
+    ) -> None:
+        self.reason = Reason(reason)
+        self.suggestions = tuple(suggestions)
+        super().__init__(what, where=where, hint=hint)
 
-class TooLargeError(InputError):
-    """A requested table exceeds the configured size limit."""
+    def _hint(self, flag: Callable[[str], str]) -> str | None:
+        parts = [s.render(flag) for s in self.suggestions]
+        if self.hint:
+            parts.append(self.hint)
+        return "; ".join(parts) if parts else None
 
-    http_status = 413
+
+class Interrupted(TabsafeError):
+    """The user stopped the command (Ctrl-C); nothing partial was left behind."""
+
+    exit_code = 130

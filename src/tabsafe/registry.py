@@ -1,105 +1,81 @@
-"""Protection methods found by name, the same way from the CLI, config files, service and report.
+"""Methods and engines found by name — the same way from the CLI, config files, the service and
+the evaluation report.
 
-A method is a frozen dataclass of its parameters with a ``protect(table, *, seed)`` method that
-returns a :class:`~tabsafe.model.result.Protection`. Built-in methods live in modules that are
-imported only when their name is asked for; outside packages add methods through the entry-point
-group ``tabsafe.methods`` (name = "module:Class").
+Every method, built-in or not, is an entry point of the group ``tabsafe.methods``
+(``name = "module:Class"``); tabsafe's own are declared in its ``pyproject.toml`` exactly as an
+outside package declares its own. Engines are the group ``tabsafe.engines``. Nothing here
+imports a method's module until that method is asked for, so listing names costs nothing.
 """
 
 from __future__ import annotations
 
-import argparse
-import importlib
-from collections.abc import Callable
-from dataclasses import dataclass
-from importlib.metadata import entry_points
-from typing import Any, ClassVar, Protocol
+from collections.abc import Mapping
+from functools import lru_cache
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
 
 from tabsafe.errors import InputError
-from tabsafe.model.result import Protection
-from tabsafe.model.spec import KeySpec
-from tabsafe.model.table import Table
+
+METHOD_GROUP = "tabsafe.methods"
+ENGINE_GROUP = "tabsafe.engines"
 
 
-@dataclass(frozen=True, kw_only=True)
-class Needs:
-    """What a method needs from tabulation.
-
-    Attributes:
-        key: the cell key computed from this record-key specification (``ckey`` column).
-        sums: magnitude variables to sum per cell.
-        microdata: the method cannot work from aggregated inner cells.
-    """
-
-    key: KeySpec | None = None
-    sums: tuple[str, ...] = ()
-    microdata: bool = False
+@lru_cache(maxsize=None)
+def _entries(group: str) -> dict[str, EntryPoint]:
+    found: dict[str, EntryPoint] = {}
+    for ep in entry_points(group=group):
+        if ep.name in found and found[ep.name].value != ep.value:
+            raise InputError(f"two packages register {ep.name!r} in {group}: {found[ep.name].value} and {ep.value}")
+        found[ep.name] = ep
+    return found
 
 
-class Method(Protocol):
-    """A protection method: parameters as fields, the work in :meth:`protect`."""
-
-    name: ClassVar[str]
-
-    def needs(self) -> Needs: ...
-
-    def protect(self, table: Table, *, seed: int | None = None) -> Protection: ...
-
-
-@dataclass(frozen=True)
-class MethodEntry:
-    """A registered method: its class and how the CLI builds it."""
-
-    name: str
-    cls: type
-    add_arguments: Callable[[argparse.ArgumentParser], None]
-    from_args: Callable[[argparse.Namespace], Any]
-    summary: str = ""
-
-
-_BUILTIN: dict[str, str] = {
-    "ckm": "tabsafe.protect.cell_key_method",
-    "round": "tabsafe.protect.rounding",
-    "suppress": "tabsafe.protect.suppression",
-}
-_METHODS: dict[str, MethodEntry] = {}
-
-
-def register_method(
-    name: str,
-    *,
-    add_arguments: Callable[[argparse.ArgumentParser], None],
-    from_args: Callable[[argparse.Namespace], Any],
-    summary: str = "",
-) -> Callable[[type], type]:
-    """Class decorator: make a method available under ``name``."""
-
-    def decorate(cls: type) -> type:
-        _METHODS[name] = MethodEntry(name, cls, add_arguments, from_args, summary)
-        return cls
-
-    return decorate
+def refresh() -> None:
+    """Forget what was discovered (after installing a plugin in a running process)."""
+    _entries.cache_clear()
+    _load.cache_clear()
 
 
 def method_names() -> list[str]:
-    extra = [ep.name for ep in entry_points(group="tabsafe.methods")]
-    return sorted({*_BUILTIN, *_METHODS, *extra})
+    """Every registered method, sorted."""
+    return sorted(_entries(METHOD_GROUP))
 
 
-def get_method(name: str) -> MethodEntry:
-    """The method registered under ``name``; importing its module registers it."""
-    if name not in _METHODS:
-        if name in _BUILTIN:
-            try:
-                importlib.import_module(_BUILTIN[name])
-            except ModuleNotFoundError as exc:
-                if exc.name == _BUILTIN[name]:
-                    raise InputError(f"method {name!r} is not available in this version") from None
-                raise
-        else:
-            for ep in entry_points(group="tabsafe.methods"):
-                if ep.name == name:
-                    ep.load()
-    if name not in _METHODS:
-        raise InputError(f"unknown method {name!r}; available: {', '.join(method_names())}")
-    return _METHODS[name]
+def engine_names() -> list[str]:
+    return sorted(_entries(ENGINE_GROUP))
+
+
+@lru_cache(maxsize=None)
+def _load(group: str, name: str) -> Any:
+    entries = _entries(group)
+    if name not in entries:
+        kind = "method" if group == METHOD_GROUP else "engine"
+        known = ", ".join(sorted(entries)) or "none"
+        raise InputError(f"unknown {kind} {name!r}; available: {known}")
+    obj = entries[name].load()
+    return obj
+
+
+def get_method(name: str) -> type:
+    """The method class registered under ``name``."""
+    from tabsafe.method import Method
+
+    cls = _load(METHOD_GROUP, name)
+    if not (isinstance(cls, type) and issubclass(cls, Method)):
+        raise InputError(f"method {name!r} ({_entries(METHOD_GROUP)[name].value}) is not a tabsafe Method")
+    if cls.name != name:
+        raise InputError(f"method {name!r} ({_entries(METHOD_GROUP)[name].value}) calls itself {cls.name!r}")
+    return cls
+
+
+def build_method(name: str, params: Mapping[str, Any] | None = None) -> Any:
+    """The method ``name`` built from JSON parameters (config files, the service)."""
+    return get_method(name).from_params(dict(params or {}))
+
+
+def get_engine(name: str | Any = "duckdb") -> Any:
+    """An engine by name (an engine object is returned as it is)."""
+    if not isinstance(name, str):
+        return name
+    factory = _load(ENGINE_GROUP, name)
+    return factory()

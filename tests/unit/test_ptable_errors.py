@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 import tabsafe.errors
-from tabsafe.protect import ptable_cli
+from tabsafe.cli import ptable as ptable_cli
 from tabsafe.protect.cell_key import (
     MagnitudeParams,
     abs_lookup,

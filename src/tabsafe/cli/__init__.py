@@ -1,7 +1,12 @@
 """The ``tabsafe`` command: one subcommand per job, each a thin shell over the library.
 
-User errors (:class:`~tabsafe.errors.TabsafeError`) print one line to stderr and exit non-zero;
-anything else is a bug and keeps its traceback.
+User errors (:class:`~tabsafe.errors.TabsafeError`) print one line to stderr — parameters named
+as the command's options — and exit non-zero; Ctrl-C prints one line and exits 130 (outputs are
+committed only at the end, so nothing partial is left). Anything else is a bug and keeps its
+traceback.
+
+Nothing heavy is imported here: a command's module is imported when that command runs (or its
+help is asked for), so ``tabsafe --help`` answers at once.
 """
 
 from __future__ import annotations
@@ -11,64 +16,48 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from tabsafe.errors import TabsafeError
+from tabsafe.errors import TabsafeError, as_flag
 
 #: command -> (module with add_arguments/run, one-line help). Modules load only when used.
 COMMANDS: dict[str, tuple[str, str]] = {
     "synth": ("tabsafe.cli.synth", "write a synthetic census (persons, households, hierarchies)"),
     "tabulate": ("tabsafe.cli.tabulate", "a table with every margin and subtotal"),
     "keys": ("tabsafe.cli.keys", "attach record keys to microdata (for the cell key method)"),
-    "ptable": ("tabsafe.protect.ptable_cli", "generate a cell key method p-table"),
-    "protect": ("tabsafe.cli.protect", "protect a table with a registered method"),
-    "risk": ("tabsafe.risk.cli", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),
-    "audit": ("tabsafe.risk.differencing_cli", "differencing audit of tables released together"),
+    "ptable": ("tabsafe.cli.ptable", "generate a cell key method p-table"),
+    "protect": ("tabsafe.cli.protect", "protect a table with registered methods (one, or a chain)"),
+    "risk": ("tabsafe.cli.risk", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),
+    "audit": ("tabsafe.cli.audit", "differencing audit of tables released together"),
     "demo": ("tabsafe.cli.demo", "the main job end to end on synthetic data"),
 }
 
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, exit 2, like every other user error
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        self.exit(2, f"{self.prog}: error: {' '.join(message.split())}\n")
 
 
-def _method_in(argv: Sequence[str]) -> str | None:
-    """The value of ``--method`` in a ``protect`` command line, if any."""
-    for i, arg in enumerate(argv):
-        if arg == "--method" and i + 1 < len(argv):
-            return argv[i + 1]
-        if arg.startswith("--method="):
-            return arg.split("=", 1)[1]
+def _command_in(argv: Sequence[str]) -> str | None:
+    for arg in argv:
+        if not arg.startswith("-"):
+            return arg if arg in COMMANDS else None
+        if arg in {"-h", "--help", "--version"}:
+            return None
     return None
 
 
 def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
+    """The parser; only the command named in ``argv`` gets its options (its module imported)."""
     from tabsafe import __version__
 
     parser = _Parser(prog="tabsafe", description="Protect frequency tables for release.")
     parser.add_argument("--version", action="version", version=f"tabsafe {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    wanted = _command_in(argv)
     for name, (module, help_text) in COMMANDS.items():
         p = sub.add_parser(name, help=help_text, description=help_text)
         p.set_defaults(_module=module)
-        try:
-            mod = importlib.import_module(module)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not (module == exc.name or module.startswith(exc.name + ".")):
-                raise
-            sub._name_parser_map.pop(name, None)  # not built yet in this version
-            sub._choices_actions = [a for a in sub._choices_actions if a.dest != name]
-            continue
-        mod.add_arguments(p)
-        if name == "protect" and argv[:1] == ["protect"] and (method := _method_in(argv)):
-            # The method's own options join the command's, so argparse knows every option and
-            # `--help` lists them; an unknown method is reported when the command runs.
-            from tabsafe.registry import get_method
-
-            try:
-                entry = get_method(method)
-            except TabsafeError:
-                continue
-            entry.add_arguments(p)
+        if name == wanted:
+            importlib.import_module(module).add_arguments(p, argv)
     return parser
 
 
@@ -83,10 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         mod = importlib.import_module(args._module)
         return int(mod.run(args) or 0)
     except TabsafeError as exc:
-        print(f"tabsafe: error: {exc.message}", file=sys.stderr)
+        print(f"tabsafe: error: {exc.render(as_flag)}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
-        print("tabsafe: interrupted", file=sys.stderr)
+        print("tabsafe: interrupted; nothing was written", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return 0

@@ -23,7 +23,7 @@ from tabsafe.model.table import Table
 from tabsafe.protect.ptable import PTableParams
 from tabsafe.risk.rules import RiskRules, RuleThresholds, assess
 from tabsafe.synth import synth_census
-from tabsafe.tabulate import tabulate
+from tabsafe.tabulation import tabulate
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ STANDARD_TABLES = (
 )
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("--persons", type=int, default=1_500_000, help="persons in the synthetic census")
     parser.add_argument("--seed", type=int, default=2026, help="seed of the census and of random methods")
     parser.add_argument("--out", default="demo-output", metavar="DIR", help="output folder (default demo-output)")

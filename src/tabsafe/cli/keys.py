@@ -15,7 +15,7 @@ from tabsafe.model.microdata import FileSource
 from tabsafe.protect.cell_key import generate_record_keys
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("data", metavar="DATA", help="microdata file (.parquet or .csv)")
     parser.add_argument("--seed", type=int, required=True, help="seed of the key generator (keep it secret)")
     parser.add_argument("--column", default="rkey", help="name of the key column (default rkey)")

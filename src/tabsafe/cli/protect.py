@@ -1,54 +1,111 @@
-"""``tabsafe protect``: tabulate, apply a registered method, write the protected table.
+"""``tabsafe protect``: tabulate, apply registered methods, write the release.
 
-Method options are parsed by the method itself (``tabsafe protect --method round --help``
-lists them), so new methods add options without touching this command.
+``--method NAME`` picks any registered method; ``--method A,B`` chains methods (microdata methods
+first, then table methods: ``--method ckm,additivity``). Each method's options are generated from
+its declared parameters (``tabsafe protect --method NAME --help`` lists them); a parameter two
+chained methods share is one option. The release (``--out``) holds published values only;
+``--keep-original`` makes it an evaluation file with the original counts, ``--evaluation FILE``
+writes the evaluation values (originals, keys, statuses) to a file of their own, and ``--report``
+the method's report (its private figures only beside an evaluation output).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+from collections.abc import Sequence
 
-from tabsafe.cli.common import add_input_arguments, add_output_arguments, load_input
+from tabsafe.cli.common import (
+    add_input_arguments,
+    add_output_arguments,
+    input_paths,
+    load_source,
+    say,
+    seed_int,
+    split_list,
+    table_spec,
+)
 from tabsafe.errors import InputError
-from tabsafe.io import write_table
-from tabsafe.registry import get_method, method_names
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+
+def _methods_in(argv: Sequence[str]) -> list[str]:
+    """The names given to ``--method`` on a command line."""
+    for i, arg in enumerate(argv):
+        if arg == "--method" and i + 1 < len(argv):
+            return [p.strip() for p in argv[i + 1].split(",") if p.strip()]
+        if arg.startswith("--method="):
+            return [p.strip() for p in arg.split("=", 1)[1].split(",") if p.strip()]
+    return []
+
+
+def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    from tabsafe.registry import get_method, method_names
+
     add_input_arguments(parser)
-    parser.add_argument("--method", required=True, metavar="METHOD",
-                        help=f"protection method ({', '.join(method_names())}); "
-                             "'--method M --help' adds its options to this help")
-    parser.add_argument("--seed", type=int, default=None, help="seed of random methods")
+    parser.add_argument("--method", required=True, type=split_list, metavar="METHOD[,METHOD]",
+                        help=f"protection method ({', '.join(method_names())}), or a chain A,B; "
+                             "'--method M --help' lists its options")
+    parser.add_argument("--seed", type=seed_int, default=None,
+                        help="seed of random methods (drawn, printed and recorded when not given)")
     add_output_arguments(parser)
-    parser.add_argument("--report", metavar="FILE", help="also write the method's report as JSON")
+    parser.add_argument("--evaluation", metavar="FILE",
+                        help="also write the evaluation values (originals, keys, statuses): a private file")
+    parser.add_argument("--report", metavar="FILE.json", help="also write the method's report as JSON")
+    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    classes = []
+    for name in _methods_in(list(argv)):
+        try:
+            classes.append(get_method(name))
+        except InputError:
+            continue  # reported with one line when the command runs
+    if classes:
+        from tabsafe.cli.options import add_method_options
+
+        add_method_options(parser, classes)
 
 
 def run(args: argparse.Namespace) -> int:
-    # Method options were added to this command's parser (tabsafe.cli.build_parser).
-    method = get_method(args.method).from_args(args)
-    needs = method.needs()
-    table = load_input(args, key=needs.key, sums=needs.sums, microdata_only=needs.microdata)
-    result = method.protect(table, seed=args.seed)
-    columns = list(result.release_columns)
-    if args.keep_original:
-        columns.append("original")
-    write_table(result.table, args.out, columns=columns, evaluation=args.keep_original)
-    figures = ", ".join(f"{k} {v}" for k, v in result.report.figures.items())
-    print(f"{args.method}: wrote {result.table.n_cells:,} protected cells to {args.out}" + (f"; {figures}" if figures else ""))
-    for note in result.report.notes:
-        print(f"note: {note}")
-    if args.report:
-        from tabsafe.io import atomic_path
+    from tabsafe.cli.options import method_from_args
+    from tabsafe.io import Outputs, evaluation_arrow, output_format, release_arrow
+    from tabsafe.pipeline import Chain
+    from tabsafe.registry import get_method
 
-        payload = {
-            "method": result.report.method, "params": dict(result.report.params), "seed": result.report.seed,
-            "figures": dict(result.report.figures), "notes": list(result.report.notes),
-        }
-        try:
-            text = json.dumps(payload, indent=2, default=str)
-        except (TypeError, ValueError) as exc:  # pragma: no cover - reports hold plain values
-            raise InputError(f"report is not serialisable: {exc}") from None
-        with atomic_path(args.report) as tmp:
-            tmp.write_text(text + "\n", encoding="utf-8")
+    classes = [get_method(name) for name in args.method]
+    chain = Chain(tuple(method_from_args(cls, args) for cls in classes))
+    output_format(args.out)
+    if args.evaluation:
+        output_format(args.evaluation)
+    if args.report and not args.report.lower().endswith(".json"):
+        raise InputError("the report is JSON: give a .json file", where=args.report)
+    with Outputs(inputs=input_paths(args)) as out:
+        # every output is checked before any work: a bad path fails at once, and nothing is
+        # written unless everything is
+        release_path = out.plan(args.out, kind="evaluation" if args.keep_original else "release")
+        eval_path = out.plan(args.evaluation, kind="evaluation", option="evaluation") if args.evaluation else None
+        report_kind = "evaluation" if (args.keep_original or args.evaluation) else "release"
+        report_path = out.plan(args.report, kind=report_kind, option="report") if args.report else None
+        needs = chain.needs()
+        source = load_source(args, needs_microdata=needs.microdata)
+        spec = table_spec(args, key=needs.key, sums=needs.sums)
+        result, _ = chain.run(source, spec, seed=args.seed, engine=args.engine)
+        if args.keep_original:
+            data = result.table
+            cols = [*result.release.columns, "original"]
+            out.write_arrow(release_path, evaluation_arrow(data, cols, zero_cells=args.zero_cells))
+        else:
+            out.write_arrow(release_path, release_arrow(result.release, zero_cells=args.zero_cells))
+        if eval_path is not None:
+            out.write_arrow(eval_path, evaluation_arrow(result.evaluation, zero_cells=args.zero_cells))
+        if report_path is not None:
+            import json
+
+            payload = result.report.to_json(evaluation=report_kind == "evaluation")
+            out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
+    report = result.report
+    figures = ", ".join(f"{k} {v}" for k, v in report.figures.items() if not isinstance(v, (dict, list, tuple)))
+    say(f"{chain.name}: wrote {result.release.table.n_cells:,} protected cells to {args.out}"
+        + (f"; {figures}" if figures else ""), quiet=args.quiet)
+    if report.seed is not None and args.seed is None:
+        say(f"seed {report.seed} (drawn; give --seed {report.seed} to repeat this run)", quiet=args.quiet)
+    for note in report.notes:
+        say(f"note: {note}", quiet=args.quiet)
     return 0

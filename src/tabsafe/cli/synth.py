@@ -7,7 +7,7 @@ import argparse
 from tabsafe.synth import synth_census
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("--persons", type=int, default=1_500_000, help="number of persons (default 1,500,000)")
     parser.add_argument("--seed", type=int, default=1, help="random seed")
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced if it exists)")

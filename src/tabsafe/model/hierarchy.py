@@ -19,8 +19,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from tabsafe.errors import InputError
 
 TOTAL = "Total"
@@ -199,9 +197,13 @@ class Hierarchy:
 
         A mapping with the single key ``parents`` is read as code -> parent pairs instead.
         """
+        import yaml
+
+        from tabsafe.io import load_yaml
+
         path = Path(path)
         try:
-            data = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data = load_yaml(path.read_text(encoding="utf-8"))
         except OSError as exc:
             raise InputError(f"cannot read hierarchy file: {exc.strerror}", where=str(path)) from None
         except yaml.YAMLError as exc:

@@ -5,11 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from tabsafe.errors import InputError
+from typing import Any
+
+from tabsafe.errors import InputError, param
+from tabsafe.model import filter as _filter
 from tabsafe.model.hierarchy import Hierarchy
 
-DEFAULT_MAX_CELLS = 50_000_000
+DEFAULT_MAX_CELLS = 1_000_000_000
 DEFAULT_KEY_DIGITS = 10
+DEFAULT_SUM_DIGITS = 2
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,29 +53,48 @@ class TableSpec:
     Attributes:
         by: the spanning variables (2 to 7 in typical census use; any number ≥ 1 works).
         hierarchies: hierarchy per variable; variables without one get a flat codelist.
-        where: optional SQL filter defining a sub-population (its variables count as identifying,
-            000 §5.2).
-        sums: numeric variables whose per-cell sums are wanted (columns ``sum_<var>``).
+        where: a filter defining a sub-population, in tabsafe's filter language (text, a parsed
+            filter or a mapping of variables to codes; :mod:`tabsafe.model.filter`). Its variables
+            count as identifying (000 §5.2).
+        sums: numeric variables whose per-cell sums are wanted (columns ``sum_<var>``), summed
+            exactly as decimals of ``sum_digits`` places, so a sum is the same in every run.
+        sum_digits: decimal places of the summed values (each record's value is rounded to them).
         key: compute the exact cell key from this record-key column.
-        max_cells: refuse tables larger than this many cells (margins included).
+        max_cells: refuse tables whose grid (margins included) has more cells than this.
     """
 
     by: tuple[str, ...]
     hierarchies: Mapping[str, Hierarchy] = field(default_factory=dict)
-    where: str | None = None
+    where: Any = None
     sums: tuple[str, ...] = ()
+    sum_digits: int = DEFAULT_SUM_DIGITS
     key: KeySpec | None = None
     max_cells: int = DEFAULT_MAX_CELLS
 
     def __post_init__(self) -> None:
         by = tuple(self.by)
         if not by:
-            raise InputError("a table needs at least one spanning variable (--by)")
+            raise InputError(f"a table needs at least one spanning variable ({param('by')})")
+        bad = [v for v in by if not isinstance(v, str) or not v.strip()]
+        if bad:
+            raise InputError(f"{param('by')} has an empty variable name: {', '.join(map(str, by))!r}")
         if len(set(by)) != len(by):
             dup = next(v for i, v in enumerate(by) if v in by[:i])
-            raise InputError(f"variable {dup!r} is given twice in --by")
+            raise InputError(f"variable {dup!r} is given twice in {param('by')}")
         object.__setattr__(self, "by", by)
-        object.__setattr__(self, "sums", tuple(self.sums))
+        sums = tuple(self.sums)
+        if len(set(sums)) != len(sums):
+            dup = next(v for i, v in enumerate(sums) if v in sums[:i])
+            raise InputError(f"variable {dup!r} is given twice in {param('sum')}")
+        clash = sorted(set(sums) & set(by))
+        if clash:
+            raise InputError(f"variable {clash[0]!r} is both spanning ({param('by')}) and summed ({param('sum')})")
+        object.__setattr__(self, "sums", sums)
+        if isinstance(self.sum_digits, bool) or not isinstance(self.sum_digits, int) or not 0 <= self.sum_digits <= 9:
+            raise InputError(f"{param('sum_digits')} must be an integer in 0..9; got {self.sum_digits!r}")
+        if isinstance(self.max_cells, bool) or not isinstance(self.max_cells, int) or self.max_cells < 1:
+            raise InputError(f"{param('max_cells')} must be an integer >= 1; got {self.max_cells!r}")
+        object.__setattr__(self, "where", _filter.coerce(self.where, where="where"))
         unused = sorted(set(self.hierarchies) - set(by))
         if unused:
-            raise InputError(f"hierarchy given for {unused[0]!r}, which is not in --by ({', '.join(by)})")
+            raise InputError(f"hierarchy given for {unused[0]!r}, which is not in {param('by')} ({', '.join(by)})")

@@ -1,30 +1,45 @@
-"""The table: every cell of a cross-classification, margins and subtotals included.
+"""The table: the cells of a cross-classification that exist, margins and subtotals included.
 
-A :class:`Table` is spanned by :class:`Dimension` s (a variable and its hierarchy). It always holds
-the *complete grid*: one row for every combination of one code per dimension, where a code is a
-leaf, a subtotal or the total (METHODS.md §1), zero cells included, in canonical order (row-major
-over each hierarchy's display order, the last dimension varying fastest). Because the grid is
-complete and ordered, a cell's row number is a mixed-radix number of its code positions, and the
-table's additive structure (:meth:`Table.additivity`) is derived from the hierarchies alone.
+A :class:`Table` is spanned by :class:`Dimension` s (a variable and its hierarchy). Its *grid* is
+every combination of one code per dimension, where a code is a leaf, a subtotal or the total
+(METHODS.md §1), in canonical order: row-major over each hierarchy's display order, the last
+dimension varying fastest. A cell's *id* is its place in that order, the mixed-radix number of its
+code positions.
 
-Value columns: ``count`` (the value a release would publish), and optionally ``sum_<var>``
-(magnitudes), ``ckey`` (cell key in [0,1)), ``ckey_int`` (its exact fixed-point integer) and
-others added by methods. Tables are values: methods return new tables, never change one.
+A table **stores the cells that exist** — sorted ids and one read-only array per value column —
+and implies the rest: a cell that is not stored is zero in every value column. Tabulation stores
+the cells with records, so a national table of 55 million grid cells that is 90% zeros costs
+what its data cost. Methods that need the whole grid (controlled rounding, secondary suppression)
+ask for :meth:`Table.densify`, behind a size guard; its stored rows are then the grid itself, so
+row numbers and cell ids agree.
+
+Value columns: ``count`` and others a tabulation or a method adds (``sum_<var>``, ``ckey``,
+``ckey_int``…). Whether a column may be published is not a matter of its name: a method's
+:class:`~tabsafe.model.result.Protection` keeps published and evaluation values in different
+types. Tables are values: every array is read-only and methods return new tables.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import scipy.sparse as sp
 
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, TooLargeError
 from tabsafe.model.hierarchy import Hierarchy
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    import pyarrow as pa
+    import scipy.sparse as sp
+
+#: The largest grid a dense view is built for unless a caller allows more (8 bytes a cell and
+#: column: 400 MB per column at this size).
+MAX_DENSE_CELLS = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -42,8 +57,8 @@ class Dimension:
 class Relation:
     """One family of additive relations: along ``dimension``, cell(parent) = Σ cell(children).
 
-    ``total_rows[r]`` is the row of the aggregate cell of relation ``r``; its children are
-    ``child_rows[child_ptr[r]:child_ptr[r+1]]`` (CSR layout).
+    ``total_rows[r]`` is the cell id of the aggregate cell of relation ``r``; its children are
+    ``child_rows[child_ptr[r]:child_ptr[r+1]]`` (CSR layout). Ids are grid ids.
     """
 
     dimension: int
@@ -52,77 +67,187 @@ class Relation:
     child_rows: np.ndarray
 
 
-@dataclass(frozen=True, eq=False)
+def _frozen(arr: np.ndarray) -> np.ndarray:
+    arr = np.asarray(arr)
+    base = arr
+    frozen = not arr.flags.writeable
+    while frozen and isinstance(base.base, np.ndarray):
+        base = base.base
+        frozen = not base.flags.writeable
+    if not frozen:
+        # a copy: the caller keeps its own (writable) array, the table one that nobody can change
+        arr = arr.copy()
+        arr.setflags(write=False)
+    return arr
+
+
+def _view(arr: np.ndarray) -> np.ndarray:
+    v = arr.view()
+    v.setflags(write=False)
+    return v
+
+
+def freeze(value: Any) -> Any:
+    """A deeply immutable copy of plain data: mappings become read-only, lists tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): freeze(v) for k, v in value.items()})
+    if isinstance(value, (list, tuple)):
+        return tuple(freeze(v) for v in value)
+    if isinstance(value, set):
+        return frozenset(freeze(v) for v in value)
+    return value
+
+
+def thaw(value: Any) -> Any:
+    """Plain (JSON-ready) data from :func:`freeze`'s result."""
+    if isinstance(value, Mapping):
+        return {k: thaw(v) for k, v in value.items()}
+    if isinstance(value, (tuple, frozenset)):
+        return [thaw(v) for v in value]
+    return value
+
+
 class Table:
-    """All cells of a table, margins included, as an immutable value.
+    """The stored cells of a table, margins included, as an immutable value.
 
     Attributes:
         dimensions: the spanning variables, in column order.
-        cells: a DataFrame with one categorical column per dimension (categories = display
-            order) and the value columns; exactly ``prod(len(d))`` rows in canonical order.
-        meta: free-form provenance (filter, source file, engine, ...).
+        ids: the stored cells' grid ids, sorted, read-only.
+        meta: provenance (filter, source, engine, key…), read-only.
+
+    >>> from tabsafe.model.hierarchy import Hierarchy
+    >>> d = Dimension("sex", Hierarchy.flat(["1", "2"]))
+    >>> t = Table.from_cells([d], np.array([0, 2]), {"count": np.array([5, 5])})
+    >>> int(t.value(sex="2")), int(t.value(sex="1")), t.n_cells, t.n_stored
+    (5, 0, 3, 2)
     """
 
     dimensions: tuple[Dimension, ...]
-    cells: pd.DataFrame
-    meta: Mapping[str, Any] = field(default_factory=dict)
+    ids: np.ndarray
+    meta: Mapping[str, Any]
 
-    def __post_init__(self) -> None:
-        names = [d.variable for d in self.dimensions]
+    def __init__(
+        self,
+        dimensions: Sequence[Dimension],
+        ids: np.ndarray,
+        values: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any] | None = None,
+        *,
+        _checked: bool = False,
+    ) -> None:
+        dims = tuple(dimensions)
+        names = [d.variable for d in dims]
         if len(set(names)) != len(names):
             raise InputError(f"a variable appears twice in the table: {', '.join(names)}")
-        if len(self.cells) != self.n_cells:
-            raise ValueError(f"table has {len(self.cells)} rows, expected the full grid of {self.n_cells}")
-        if "count" not in self.cells.columns:
-            raise ValueError("table has no 'count' column")
+        ids = np.asarray(ids, dtype=np.int64)
+        if not _checked:
+            if ids.ndim != 1:
+                raise ValueError("cell ids must be one-dimensional")
+            n = _grid_size(dims)
+            if ids.size and (ids[0] < 0 or ids[-1] >= n or np.any(np.diff(ids) <= 0)):
+                raise ValueError("cell ids must be sorted, unique and within the grid")
+        vals: dict[str, np.ndarray] = {}
+        for name, arr in values.items():
+            if name in names:
+                raise ValueError(f"{name!r} is a dimension, not a value column")
+            arr = np.asarray(arr)
+            if arr.shape != ids.shape:
+                raise ValueError(f"column {name!r} has shape {arr.shape}, expected {ids.shape}")
+            vals[name] = _frozen(arr)
+        if "count" not in vals:
+            raise ValueError("a table needs a 'count' column")
+        object.__setattr__(self, "dimensions", dims)
+        object.__setattr__(self, "ids", _frozen(ids))
+        object.__setattr__(self, "_values", MappingProxyType(vals))
+        object.__setattr__(self, "meta", freeze(dict(meta or {})))
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name in {"dimensions", "ids", "_values", "meta"}:
+            raise AttributeError(f"a Table is immutable: cannot set {name!r}")
+        object.__setattr__(self, name, value)  # cached properties
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError("a Table is immutable")
 
     # ----------------------------------------------------------------- construction
     @classmethod
-    def from_arrays(
+    def from_cells(
+        cls,
+        dimensions: Sequence[Dimension],
+        ids: np.ndarray,
+        values: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any] | None = None,
+        *,
+        sort: bool = False,
+    ) -> Table:
+        """A table of the given cells (ids sorted and unique unless ``sort``)."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if sort:
+            order = np.argsort(ids, kind="stable")
+            ids = ids[order]
+            values = {k: np.asarray(v)[order] for k, v in values.items()}
+            if ids.size > 1 and np.any(ids[1:] == ids[:-1]):
+                raise ValueError("a cell appears twice")
+        return cls(dimensions, ids, values, meta)
+
+    @classmethod
+    def from_grid(
         cls,
         dimensions: Sequence[Dimension],
         values: Mapping[str, np.ndarray],
         meta: Mapping[str, Any] | None = None,
     ) -> Table:
-        """Build a table from value arrays in canonical order (one entry per grid cell)."""
+        """A dense table: one entry per grid cell, in canonical order."""
         dims = tuple(dimensions)
-        shape = tuple(len(d) for d in dims)
-        n = int(np.prod(shape, dtype=np.int64)) if dims else 1
-        columns: dict[str, Any] = {}
-        inner = n
-        outer = 1
-        for d in dims:
-            # Row-major grid: this dimension's codes repeat in blocks of the faster dimensions.
-            inner //= len(d)
-            dtype = np.int8 if len(d) < 128 else (np.int16 if len(d) < 32768 else np.int32)
-            pos = np.tile(np.repeat(np.arange(len(d), dtype=dtype), inner), outer)
-            outer *= len(d)
-            dtype_cat = pd.CategoricalDtype(categories=list(d.hierarchy.order), ordered=False)
-            columns[d.variable] = pd.Categorical.from_codes(pos, dtype=dtype_cat, validate=False)
-        for name, arr in values.items():
-            arr = np.asarray(arr)
-            if arr.shape != (n,):
-                raise ValueError(f"column {name!r} has shape {arr.shape}, expected ({n},)")
-            columns[name] = arr
-        return cls(dims, pd.DataFrame(columns), dict(meta or {}))
+        n = _grid_size(dims)
+        return cls(dims, np.arange(n, dtype=np.int64), values, meta, _checked=True)
+
+    #: the grid constructor under its former name
+    from_arrays = from_grid
+
+    @classmethod
+    def from_positions(
+        cls,
+        dimensions: Sequence[Dimension],
+        positions: Sequence[np.ndarray],
+        values: Mapping[str, np.ndarray],
+        meta: Mapping[str, Any] | None = None,
+    ) -> Table:
+        """A table of the cells at the given code positions (one array per dimension)."""
+        dims = tuple(dimensions)
+        strides = _strides(tuple(len(d) for d in dims))
+        ids = np.zeros(len(positions[0]) if positions else 1, dtype=np.int64)
+        for pos, stride in zip(positions, strides):
+            ids += np.asarray(pos, dtype=np.int64) * stride
+        return cls.from_cells(dims, ids, values, meta, sort=True)
 
     def with_values(self, **columns: np.ndarray | None) -> Table:
-        """A new table with some value columns replaced, added, or (with ``None``) dropped."""
-        cells = self.cells.copy(deep=False)
+        """A new table with the same cells and some value columns replaced, added, or (``None``)
+        dropped."""
+        vals = dict(self._values)
         for name, arr in columns.items():
-            if name in self.variables:
-                raise ValueError(f"{name!r} is a dimension, not a value column")
             if arr is None:
-                cells = cells.drop(columns=[name], errors="ignore")
+                vals.pop(name, None)
             else:
-                arr = np.asarray(arr)
-                if arr.shape != (self.n_cells,):
-                    raise ValueError(f"column {name!r} has shape {arr.shape}, expected ({self.n_cells},)")
-                cells[name] = arr
-        return Table(self.dimensions, cells, dict(self.meta))
+                vals[name] = arr
+        return Table(self.dimensions, self.ids, vals, self.meta, _checked=True)
+
+    def select(self, columns: Iterable[str]) -> Table:
+        """A new table with only the given value columns (``count`` first if kept)."""
+        cols = list(columns)
+        missing = [c for c in cols if c not in self._values]
+        if missing:
+            raise InputError(f"the table has no column {missing[0]!r}")
+        return Table(self.dimensions, self.ids, {c: self._values[c] for c in cols}, self.meta, _checked=True)
 
     def with_meta(self, **meta: Any) -> Table:
-        return Table(self.dimensions, self.cells, {**self.meta, **meta})
+        return Table(self.dimensions, self.ids, self._values, {**thaw(self.meta), **meta}, _checked=True)
+
+    def take(self, mask: np.ndarray) -> Table:
+        """The stored cells where ``mask`` is true (others become implied zeros)."""
+        mask = np.asarray(mask, dtype=bool)
+        return Table(self.dimensions, self.ids[mask], {k: v[mask] for k, v in self._values.items()}, self.meta,
+                     _checked=True)
 
     # ----------------------------------------------------------------- shape and codes
     @property
@@ -135,22 +260,36 @@ class Table:
 
     @property
     def n_cells(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64)) if self.dimensions else 1
+        """Cells of the grid (stored or implied)."""
+        return _grid_size(self.dimensions)
+
+    @property
+    def n_stored(self) -> int:
+        """Cells stored."""
+        return int(self.ids.size)
+
+    @property
+    def is_dense(self) -> bool:
+        return self.n_stored == self.n_cells
 
     @property
     def value_columns(self) -> tuple[str, ...]:
-        return tuple(c for c in self.cells.columns if c not in self.variables)
+        return tuple(self._values)
+
+    def has(self, column: str) -> bool:
+        return column in self._values
 
     @property
     def counts(self) -> np.ndarray:
-        """The ``count`` column as a numpy array (read-only view)."""
-        arr = self.cells["count"].to_numpy()
-        arr = arr.view()
-        arr.flags.writeable = False
-        return arr
+        """The ``count`` column of the stored cells (read-only)."""
+        return _view(self._values["count"])
 
     def column(self, name: str) -> np.ndarray:
-        return self.cells[name].to_numpy()
+        """A value column of the stored cells (read-only)."""
+        try:
+            return _view(self._values[name])
+        except KeyError:
+            raise InputError(f"the table has no column {name!r}; it has {', '.join(self._values)}") from None
 
     def dimension(self, variable: str) -> Dimension:
         for d in self.dimensions:
@@ -161,51 +300,129 @@ class Table:
     def axis(self, variable: str) -> int:
         return self.variables.index(self.dimension(variable).variable)
 
-    def positions(self, axis: int) -> np.ndarray:
-        """For every cell, the position of its code in dimension ``axis``'s display order."""
-        return self.cells.iloc[:, axis].cat.codes.to_numpy().astype(np.int64)
-
     @cached_property
     def strides(self) -> tuple[int, ...]:
-        strides = []
-        acc = 1
-        for size in reversed(self.shape):
-            strides.append(acc)
-            acc *= size
-        return tuple(reversed(strides))
+        return _strides(self.shape)
 
-    def row_of(self, codes: Mapping[str, str] | Sequence[str]) -> int:
-        """The row number of the cell with the given codes (by variable or in dimension order)."""
+    def positions(self, axis: int) -> np.ndarray:
+        """For every stored cell, the position of its code in dimension ``axis``'s display order."""
+        return _view(self._positions[axis])
+
+    @cached_property
+    def _positions(self) -> tuple[np.ndarray, ...]:
+        out = []
+        if self.is_dense:
+            # the grid in canonical order: each dimension's positions repeat in blocks
+            outer = 1
+            for stride, size in zip(self.strides, self.shape):
+                dtype = np.int16 if size < 2**15 else np.int32
+                out.append(_frozen(np.tile(np.repeat(np.arange(size, dtype=dtype), stride), outer)))
+                outer *= size
+            return tuple(out)
+        for stride, size in zip(self.strides, self.shape):
+            pos = self.ids // stride if stride > 1 else self.ids
+            if size < self.n_cells // max(stride, 1):
+                pos = pos % size
+            out.append(_frozen(pos.astype(np.int32)))
+        return tuple(out)
+
+    def cell_id(self, codes: Mapping[str, str] | Sequence[str]) -> int:
+        """The grid id of the cell with the given codes (by variable or in dimension order)."""
         if isinstance(codes, Mapping):
-            codes = [codes[v] for v in self.variables]
-        row = 0
+            unknown = [v for v in codes if v not in self.variables]
+            if unknown:
+                raise InputError(f"unknown variable {unknown[0]!r}; the table has {', '.join(self.variables)}")
+            codes = [codes[v] if v in codes else self.dimension(v).hierarchy.total for v in self.variables]
+        cell = 0
         for d, stride, code in zip(self.dimensions, self.strides, codes):
             try:
-                row += d.hierarchy.position[str(code)] * stride
+                cell += d.hierarchy.position[str(code)] * stride
             except KeyError:
                 raise InputError(f"code {code!r} is not a code of {d.variable!r}") from None
-        return row
+        return cell
+
+    #: former name: in a dense table a cell's row is its id
+    row_of = cell_id
+
+    def rows_of(self, ids: np.ndarray) -> np.ndarray:
+        """The stored row of each grid id, or -1 where the cell is not stored."""
+        ids = np.asarray(ids, dtype=np.int64)
+        if self.is_dense:
+            return ids.copy()
+        pos = np.searchsorted(self.ids, ids)
+        pos = np.minimum(pos, max(self.ids.size - 1, 0))
+        found = (self.ids.size > 0) & (self.ids[pos] == ids) if self.ids.size else np.zeros(ids.shape, bool)
+        return np.where(found, pos, -1)
 
     def value(self, column: str = "count", **codes: str) -> Any:
-        """The value of one cell, e.g. ``t.value(sex='1', age='Total')``."""
-        return self.cells[column].iat[self.row_of(codes)]
+        """The value of one cell, e.g. ``t.value(sex='1', age='Total')``; an omitted variable is
+        at its total; a cell that is not stored is 0."""
+        row = int(self.rows_of(np.array([self.cell_id(codes)]))[0])
+        arr = self.column(column)
+        if row < 0:
+            return arr.dtype.type(0) if arr.dtype.kind in "iufb" else None
+        return arr[row]
 
     @cached_property
     def leaf_mask(self) -> np.ndarray:
-        """True for inner cells (every code a leaf)."""
-        mask = np.ones(self.n_cells, dtype=bool)
+        """True for stored inner cells (every code a leaf)."""
+        mask = np.ones(self.n_stored, dtype=bool)
         for axis, d in enumerate(self.dimensions):
             is_leaf = np.array([d.hierarchy.is_leaf(c) for c in d.hierarchy.order])
-            mask &= is_leaf[self.positions(axis)]
-        return mask
+            mask &= is_leaf[self._positions[axis]]
+        return _frozen(mask)
+
+    # ----------------------------------------------------------------- dense views
+    def grid(self, column: str = "count", *, fill: Any = 0, max_cells: int = MAX_DENSE_CELLS) -> np.ndarray:
+        """A value column over the whole grid (implied cells ``fill``), behind a size guard."""
+        self._guard(max_cells)
+        arr = self._values.get(column)
+        if arr is None:
+            self.column(column)  # raises
+        if self.is_dense:
+            return _view(arr)  # type: ignore[arg-type]
+        out = np.full(self.n_cells, fill, dtype=np.result_type(arr.dtype, np.asarray(fill).dtype))  # type: ignore[union-attr]
+        out[self.ids] = arr
+        out.setflags(write=False)
+        return out
+
+    def densify(self, *, max_cells: int = MAX_DENSE_CELLS) -> Table:
+        """The same table storing every grid cell (implied cells as zeros), behind a size guard."""
+        if self.is_dense:
+            return self
+        self._guard(max_cells)
+        vals = {}
+        for name, arr in self._values.items():
+            fill = np.nan if arr.dtype.kind == "f" and name.startswith(("mean_",)) else 0
+            out = np.zeros(self.n_cells, dtype=arr.dtype) if arr.dtype.kind in "iub" else np.full(
+                self.n_cells, fill, dtype=arr.dtype if arr.dtype.kind == "f" else object)
+            out[self.ids] = arr
+            out.setflags(write=False)  # ours alone: the table need not copy it
+            vals[name] = out
+        ids = np.arange(self.n_cells, dtype=np.int64)
+        ids.setflags(write=False)
+        return Table(self.dimensions, ids, vals, self.meta, _checked=True)
+
+    def sparse(self, column: str = "count") -> Table:
+        """The stored cells where ``column`` is not zero."""
+        return self.take(self.column(column) != 0)
+
+    def _guard(self, max_cells: int) -> None:
+        if self.n_cells > max_cells:
+            shape = " × ".join(f"{d.variable}({len(d)})" for d in self.dimensions)
+            raise TooLargeError(
+                f"table {shape} has {self.n_cells:,} grid cells; a method that needs every cell of the grid "
+                f"is limited to {max_cells:,}"
+            )
 
     # ----------------------------------------------------------------- additive structure
     def relations(self) -> list[Relation]:
-        """Every additive relation of the table, one :class:`Relation` block per dimension.
+        """Every additive relation of the grid, one :class:`Relation` block per dimension.
 
         Along a dimension, for every non-leaf code ``c`` and every combination of codes of the
         other dimensions (margins included), cell(c, …) = Σ cell(child, …). These are the
         constraints of controlled rounding (000 §5.5.1) and of secondary suppression (000 §5.3).
+        Ids are grid ids (the rows of a dense table).
         """
         out = []
         shape = self.shape
@@ -213,7 +430,6 @@ class Table:
             h = d.hierarchy
             parents = [p for p in range(len(h)) if not h.is_leaf(h.order[p])]
             kids = [[h.position[c] for c in h.children(h.order[p])] for p in parents]
-            # Rows of all cells whose code on `axis` is position 0: the "base" of each fibre.
             other = list(shape)
             other[axis] = 1
             base = (np.indices(other, dtype=np.int64).reshape(len(shape), -1).T * np.array(self.strides)).sum(1)
@@ -230,10 +446,13 @@ class Table:
         return out
 
     def additivity(self) -> sp.csr_matrix:
-        """The sparse matrix ``A`` with ``A @ x = 0`` exactly when ``x`` is additive.
+        """The sparse matrix ``A`` with ``A @ x = 0`` exactly when the grid vector ``x`` is additive.
 
         One row per relation: +1 at the aggregate cell, −1 at each of its children.
         """
+        import scipy.sparse as sp
+
+        self._guard(MAX_DENSE_CELLS)
         rows, cols, vals = [], [], []
         offset = 0
         for rel in self.relations():
@@ -251,15 +470,82 @@ class Table:
         )
 
     def is_additive(self, column: str = "count") -> bool:
-        x = self.cells[column].to_numpy()
+        x = self.grid(column)
         return not np.any(self.additivity() @ x)
 
     # ----------------------------------------------------------------- views
+    def code_arrays(self, *, zeros: bool = False) -> list[pa.Array]:
+        """The codes of the stored cells per dimension, as Arrow dictionary arrays (no Python
+        strings are made: the dictionary is the codelist, the indices the positions)."""
+        import pyarrow as pa
+
+        from tabsafe._arrow import from_numpy, strings
+
+        out = []
+        for axis, d in enumerate(self.dimensions):
+            pos = self._positions[axis]
+            # positions are valid indices by construction: no per-element check
+            out.append(pa.DictionaryArray.from_arrays(from_numpy(pos.astype(np.int32)), strings(d.hierarchy.order),
+                                                      safe=False))
+        return out
+
+    def to_arrow(self, columns: Iterable[str] | None = None) -> pa.Table:
+        """Dimension columns (dictionary-encoded codes) and the chosen value columns."""
+        from tabsafe._arrow import table
+
+        cols = list(self.value_columns if columns is None else columns)
+        arrays: dict[str, Any] = dict(zip(self.variables, self.code_arrays()))
+        for c in cols:
+            arrays[c] = _arrow_column(self.column(c))
+        return table(arrays)
+
     def to_frame(self, columns: Iterable[str] | None = None) -> pd.DataFrame:
-        """A copy of the cells with the dimension columns and the chosen value columns."""
-        cols = list(self.variables) + list(self.value_columns if columns is None else columns)
-        return self.cells[cols].copy()
+        """A copy of the stored cells with the dimension columns (codes) and the chosen value columns."""
+        import pandas as pd
+
+        frame = self.to_arrow(columns).to_pandas()
+        for v in self.variables:
+            frame[v] = frame[v].astype(pd.CategoricalDtype(list(self.dimension(v).hierarchy.order)))
+        return frame
 
     def __repr__(self) -> str:
         dims = " × ".join(f"{d.variable}({len(d)})" for d in self.dimensions)
-        return f"<Table {dims} = {self.n_cells} cells; columns {', '.join(self.value_columns)}>"
+        return (f"<Table {dims}: {self.n_stored:,} of {self.n_cells:,} cells stored; "
+                f"columns {', '.join(self.value_columns)}>")
+
+
+def _arrow_column(arr: np.ndarray) -> Any:
+    """An Arrow array of a value column: NaN in a whole-number float column is a missing value
+    (a suppressed count), written as an empty field."""
+    import pyarrow as pa
+
+    from tabsafe._arrow import from_numpy, strings
+
+    if arr.dtype.kind == "f":
+        nan = np.isnan(arr)
+        finite = arr[~nan]
+        if nan.any() and (finite.size == 0 or np.all(finite == np.round(finite))):
+            return from_numpy(np.where(nan, 0, arr).astype(np.int64), mask=nan)
+        return from_numpy(arr, mask=nan if nan.any() else None)
+    if arr.dtype.kind in "OUS":
+        items = arr.tolist()
+        if all(isinstance(x, str) for x in items):
+            return strings(items)
+        return pa.array(items)
+    return from_numpy(arr)
+
+
+def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides = []
+    acc = 1
+    for size in reversed(shape):
+        strides.append(acc)
+        acc *= size
+    return tuple(reversed(strides))
+
+
+def _grid_size(dims: Sequence[Dimension]) -> int:
+    n = 1
+    for d in dims:
+        n *= len(d)
+    return n

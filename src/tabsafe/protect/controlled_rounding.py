@@ -68,7 +68,7 @@ import scipy.sparse as sp
 
 from tabsafe.errors import InputError, MethodError
 from tabsafe.model.table import Table
-from tabsafe.protect._solver import LinearProgram, solve
+from tabsafe.solver import LinearProgram, solve
 
 __all__ = [
     "ControlledResult",

@@ -565,6 +565,15 @@ class PTable:
     def __repr__(self) -> str:
         return f"PTable(i_max={self._i_max}, rows={len(self._frame)}, params={self._params!r})"
 
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, PTable):
+            return NotImplemented
+        a, b = self._frame, other._frame
+        return a.shape == b.shape and bool(np.allclose(a.to_numpy(float), b.to_numpy(float), rtol=0, atol=1e-12))
+
+    def __hash__(self) -> int:
+        return hash((self._i_max, len(self._frame)))
+
     # -- accessors ---------------------------------------------------------------------------
 
     @property
@@ -607,6 +616,35 @@ class PTable:
                 f"expected a pandas DataFrame; got {type(frame).__name__}", where=source
             )
         return cls._create(_validate_frame(frame, source), params=None)
+
+    @classmethod
+    def from_rows(cls, rows: Any, *, source: str = "p-table") -> PTable:
+        """From a list of row mappings (``i, j, p, v, p_int_lb, p_int_ub``), as :meth:`to_rows` gives."""
+        if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+            raise tabsafe.errors.InputError("p-table rows must be a list of mappings", where=source)
+        return cls._create(_validate_frame(pd.DataFrame(rows), source), params=None)
+
+    def to_rows(self) -> list[dict[str, Any]]:
+        """The rows as plain mappings (JSON)."""
+        return [
+            {"i": int(r.i), "j": int(r.j), "p": float(r.p), "v": int(r.v), "p_int_lb": float(r.p_int_lb),
+             "p_int_ub": float(r.p_int_ub)}
+            for r in self._frame.itertuples(index=False)
+        ]
+
+    @classmethod
+    def from_file(cls, path: str | os.PathLike[str]) -> PTable:
+        """Read a p-table in either layout: the tau-ARGUS one (``;``-separated) or the tabsafe CSV
+        layout, told apart by the header line."""
+        source = str(path)
+        try:
+            with open(path, encoding="utf-8-sig") as fh:
+                header = fh.readline()
+        except OSError as exc:
+            raise tabsafe.errors.InputError(f"cannot read the p-table: {exc.strerror}", where=source) from None
+        if ";" in header:
+            return cls.from_tau_argus(path)
+        return cls.from_csv(path)
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> PTable:

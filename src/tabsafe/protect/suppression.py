@@ -74,7 +74,7 @@ from tabsafe.errors import InputError, MethodError
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.result import Protection, Report
 from tabsafe.model.table import Dimension, Table
-from tabsafe.protect._solver import LinearProgram, solve
+from tabsafe.solver import LinearProgram, solve
 from tabsafe.registry import Needs, register_method
 from tabsafe.risk.intervals import feasibility_intervals
 from tabsafe.risk.rules import RiskRules, RuleThresholds, coalition_rule, extended_rules, threshold_rule

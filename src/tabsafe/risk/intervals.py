@@ -29,7 +29,7 @@ from scipy.sparse.csgraph import connected_components
 
 from tabsafe.errors import InputError
 from tabsafe.model.table import Table
-from tabsafe.protect._solver import ExtremeSolver
+from tabsafe.solver import ExtremeSolver
 
 __all__ = ["IntervalAudit", "feasibility_intervals", "interval_audit"]
 

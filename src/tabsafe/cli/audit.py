@@ -23,7 +23,7 @@ from tabsafe.risk.differencing import AuditResult, DifferencingSpec, audit
 SHOWN = 10
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("spec", metavar="SPEC", help="YAML file: data, derived variables, tables")
     parser.add_argument("--threshold", type=int, default=None,
                         help="small = 0 < n < threshold (default: the SPEC's, else 3)")

@@ -16,7 +16,7 @@ from tabsafe.protect.ptable import PTableParams, generate_ptable
 __all__ = ["add_arguments", "run"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     """Add ``--max-noise D --variance V [--js J] [--pstay P] [--no-monotony] --out FILE
     [--format csv|tau-argus] [--plot PNG]`` to ``parser``."""
     parser.add_argument("--max-noise", dest="max_noise", required=True, metavar="D",

@@ -23,7 +23,7 @@ from tabsafe.io import atomic_path, output_format, write_frame
 from tabsafe.risk.rules import RiskRules, RuleThresholds, assess
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     add_input_arguments(parser)
     g = parser.add_argument_group("rules (give at least one)")
     g.add_argument("--min-freq", type=float, metavar="T", help="threshold rule: 0 < n < T")

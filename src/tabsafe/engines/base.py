@@ -1,0 +1,100 @@
+"""What an engine is: a SQL dialect and a way to run queries over one registered source.
+
+Engines know nothing of tables, hierarchies or cell keys: the planner
+(:mod:`tabsafe.engines.planner`) writes every query from the :class:`Dialect` and reads the
+answers as Arrow. An engine only opens a :class:`Session` on a source (the records, or inner
+cells), registers small Arrow tables the planner gives it (code maps), runs SQL and reports the
+source's columns. Engines are found by name through the entry-point group ``tabsafe.engines``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from tabsafe.model.microdata import Source
+
+#: The name of the registered source in every query.
+SOURCE = "src"
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How an engine writes identifiers, literals and the few functions the planner uses."""
+
+    name: str
+    text_type: str  # the SQL type of text ("VARCHAR", "STRING")
+    string_escape_backslash: bool = False  # Spark: backslash escapes in string literals
+
+    def ident(self, name: str) -> str:
+        """A quoted identifier."""
+        if self.name == "spark":
+            return "`" + name.replace("`", "``") + "`"
+        return '"' + name.replace('"', '""') + '"'
+
+    def literal(self, text: str) -> str:
+        """A quoted string literal."""
+        if self.string_escape_backslash:
+            text = text.replace("\\", "\\\\")
+            return "'" + text.replace("'", "\\'") + "'"
+        return "'" + text.replace("'", "''") + "'"
+
+    def as_text(self, expr: str) -> str:
+        return f"CAST({expr} AS {self.text_type})"
+
+    def as_number(self, expr: str) -> str:
+        """The value as a double, or NULL when it is not a number."""
+        return f"TRY_CAST({expr} AS DOUBLE)"
+
+    def as_bigint(self, expr: str) -> str:
+        return f"CAST({expr} AS BIGINT)"
+
+    def as_decimal(self, expr: str, digits: int) -> str:
+        """An exact decimal: sums of it are exact in every engine."""
+        return f"CAST({self.as_number(expr)} AS DECIMAL(38, {int(digits)}))"
+
+    def mod(self, a: str, b: str) -> str:
+        return f"pmod({a}, {b})" if self.name == "spark" else f"(({a}) % ({b}))"
+
+    def grouping_id(self, exprs: list[str]) -> str:
+        """The bitmask of the grouped-out expressions (first expression most significant)."""
+        if self.name == "spark":
+            return f"grouping_id({', '.join(exprs)})"
+        return f"GROUPING({', '.join(exprs)})"
+
+    def filter_dialect(self):  # type: ignore[no-untyped-def]
+        from tabsafe.model.filter import Dialect as FilterDialect
+
+        return FilterDialect(ident=self.ident, literal=self.literal, as_text=self.as_text,
+                             as_number=self.as_number)
+
+
+class Session(Protocol):
+    """One source opened by an engine."""
+
+    def columns(self) -> Mapping[str, str]:
+        """Column name → kind: ``"text"``, ``"integer"``, ``"number"`` or ``"other"``."""
+        ...
+
+    def register(self, name: str, table: pa.Table) -> None:
+        """Make a small Arrow table queryable under ``name``."""
+        ...
+
+    def run(self, sql: str) -> pa.Table:
+        """Run a query; engine errors become :class:`~tabsafe.errors.InputError` naming the source."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class Engine(Protocol):
+    """Anything that can open a source for the planner."""
+
+    name: str
+    dialect: Dialect
+
+    def open(self, source: Source) -> Session: ...

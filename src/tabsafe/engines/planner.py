@@ -1,0 +1,411 @@
+"""The tabulation planner, shared by every engine: one query for every margin, then the cells.
+
+Given a :class:`~tabsafe.model.spec.TableSpec`, the planner
+
+1. checks the source's columns (spanning, summed, key and count variables; the filter's),
+2. maps each variable's codes to integer positions at every level of its hierarchy, by a join
+   with a small code table it registers,
+3. writes **one** aggregation over ``GROUPING SETS`` — one set per combination of hierarchy
+   levels, the total being "not grouped" — counting records (or summing inner cells), summing
+   magnitudes as exact decimals and record keys as exact fixed-point integers (the cell key,
+   METHODS.md §2), with the filter compiled into the engine's dialect,
+4. validates every observed code against its codelist (without a filter, from the
+   single-variable grouping sets of the same pass: no extra scan), and
+5. turns the answer into a sparse :class:`~tabsafe.model.table.Table`: the cells with records,
+   by their mixed-radix cell ids.
+
+Engines (:mod:`tabsafe.engines.base`) only register the source and run what they are given, so a
+second engine is a dialect, not a copy of this logic.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from tabsafe._arrow import from_numpy, strings, to_numpy
+from tabsafe._arrow import table as arrow_table
+from tabsafe.engines.base import SOURCE, Dialect, Engine, Session
+from tabsafe.errors import InputError, TooLargeError, param
+from tabsafe.model.filter import compile_sql
+from tabsafe.model.hierarchy import TOTAL, Hierarchy
+from tabsafe.model.microdata import InnerCells, Microdata
+from tabsafe.model.spec import TableSpec
+from tabsafe.model.table import Dimension, Table
+
+__all__ = ["natural_key", "tabulate_with"]
+
+
+def natural_key(code: str) -> tuple[Any, ...]:
+    """Sort "2" before "10" and "A2" before "A10" when a codelist is taken from the data; every
+    engine and the differencing audit order codes this way."""
+    return tuple((0, int(p), "") if p.isdigit() else (1, 0, p) for p in re.split(r"(\d+)", code) if p)
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def tabulate_with(engine: Engine, data: Microdata | InnerCells, spec: TableSpec) -> Table:
+    """Every cell of ``spec``'s table that has records, computed by ``engine`` in one pass."""
+    session = engine.open(data.source)
+    try:
+        return _Plan(session, engine.dialect, data, spec, engine.name).run()
+    finally:
+        session.close()
+
+
+class _Plan:
+    """One tabulation: the session, the dialect and the resolved dimensions."""
+
+    def __init__(self, session: Session, dialect: Dialect, data: Microdata | InnerCells, spec: TableSpec,
+                 engine_name: str) -> None:
+        self.s = session
+        self.d = dialect
+        self.data = data
+        self.spec = spec
+        self.engine_name = engine_name
+        self.where_src = data.source.describe()
+        self.q = dialect.ident
+
+    def run(self) -> Table:
+        self.columns = dict(self.s.columns())
+        self._check_columns()
+        self.filter_sql = (
+            compile_sql(self.spec.where, self.d.filter_dialect(), self.columns, where=self.where_src)
+            if self.spec.where is not None else None
+        )
+        n_rows = int(to_numpy(self.s.run(f"SELECT count(*) AS n FROM {SOURCE}").column(0))[0])
+        if n_rows == 0:
+            raise InputError("the data have no records", where=self.where_src)
+        self._check_sums()
+        declared = {v: self._declared(v) for v in self.spec.by}
+        dims: list[Dimension] | None
+        if self.filter_sql is not None or isinstance(self.data, InnerCells):
+            # The main pass only sees selected rows: validate the whole data set in a pass of its own.
+            found = self._observed_codes()
+            dims = [self._dimension(v, declared[v], found[v]) for v in self.spec.by]
+            self._check_size([len(d) for d in dims])
+            if isinstance(self.data, InnerCells):
+                self._check_inner_cells(dims)
+        else:
+            # Without a filter the single-variable grouping sets of the main pass are exactly the
+            # observed codes, so the codelist check costs no extra pass (see _aggregate).
+            dims = None
+            sizes = [len(h) if h is not None else 0 for h in declared.values()]
+            if all(sizes):
+                self._check_size(sizes)
+        if self.spec.key is not None:
+            self._check_keys()
+        return self._aggregate(declared, dims, n_rows)
+
+    # ------------------------------------------------------------------ resolving
+    def _declared(self, var: str) -> Hierarchy | None:
+        """The hierarchy given for the variable, else its declared codelist, else None."""
+        declared = self.data.codelists.get(var)
+        hierarchy = self.spec.hierarchies.get(var, declared)
+        if hierarchy is not None and declared is not None and hierarchy is not declared:
+            hierarchy.check_codelist(declared.leaves, variable=var)
+        return hierarchy
+
+    def _check_size(self, sizes: Sequence[int]) -> None:
+        n_cells = int(np.prod(sizes, dtype=np.float64))
+        if n_cells > self.spec.max_cells:
+            shape = " × ".join(f"{v}({n})" for v, n in zip(self.spec.by, sizes))
+            raise TooLargeError(
+                f"table {shape} would have {n_cells:,} cells, more than the limit of {self.spec.max_cells:,} "
+                f"({param('max_cells')})"
+            )
+
+    def _text(self, var: str) -> str:
+        col = f"{SOURCE}.{self.q(var)}"
+        return col if self.columns[var] == "text" else self.d.as_text(col)
+
+    # ------------------------------------------------------------------ checks
+    def _check_columns(self) -> None:
+        have = list(self.columns)
+        wanted = [(v, "by") for v in self.spec.by] + [(v, "sum") for v in self.spec.sums]
+        if self.spec.key is not None:
+            wanted.append((self.spec.key.column, "key"))
+        if isinstance(self.data, InnerCells):
+            wanted.append((self.data.count, "count"))
+        for name, option in wanted:
+            if name not in self.columns:
+                shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+                raise InputError(f"unknown variable {name!r} in {param(option)}; the data have: {shown}",
+                                 where=self.where_src)
+
+    def _check_sums(self) -> None:
+        """Summed variables must hold numbers (a CSV's text columns: every value a number)."""
+        for var in self.spec.sums:
+            kind = self.columns[var]
+            if kind in {"integer", "number"}:
+                continue
+            if kind == "text" and getattr(self.data.source, "format", None) == "csv":
+                c = self.q(var)
+                bad = self.s.run(
+                    f"SELECT count(*) AS n FROM {SOURCE} WHERE {c} IS NOT NULL AND {self.d.as_number(c)} IS NULL"
+                ).column(0)[0].as_py()
+                if not bad:
+                    continue
+                raise InputError(f"variable {var!r} in {param('sum')} has {_plural(bad, 'value')} that are not "
+                                 "numbers", where=self.where_src)
+            raise InputError(f"variable {var!r} in {param('sum')} holds codes, not numbers: only numeric "
+                             "variables can be summed", where=self.where_src)
+
+    def _observed_codes(self) -> dict[str, dict[str | None, int]]:
+        """Distinct values and their row counts for every spanning variable, in one pass."""
+        exprs = [self._text(v) for v in self.spec.by]
+        sets = ", ".join(f"({e})" for e in exprs)
+        cols = ", ".join(f"{e} AS v{i}, {self.d.grouping_id([e])} AS g{i}" for i, e in enumerate(exprs))
+        result = self.s.run(f"SELECT {cols}, count(*) AS n FROM {SOURCE} GROUP BY GROUPING SETS ({sets})")
+        found: dict[str, dict[str | None, int]] = {v: {} for v in self.spec.by}
+        n = result.column("n").to_pylist()
+        for i, var in enumerate(self.spec.by):
+            g = to_numpy(result.column(f"g{i}"))
+            vals = result.column(f"v{i}").to_pylist()
+            for row in np.flatnonzero(g == 0):
+                found[var][vals[row]] = n[row]
+        return found
+
+    def _dimension(self, var: str, hierarchy: Hierarchy | None, found: Mapping[str | None, int]) -> Dimension:
+        """Check every observed value against the codelist (the observed codes if none is declared)."""
+        if None in found:
+            raise InputError(f"variable {var!r} has {_plural(found[None], 'missing value')}", where=self.where_src)
+        if hierarchy is None:
+            if TOTAL in found:
+                if isinstance(self.data, InnerCells):
+                    raise InputError(
+                        f"variable {var!r} has the aggregate code {TOTAL!r} in {_plural(found[TOTAL], 'row')}; "
+                        "the table must hold inner cells only (margins are derived)",
+                        where=self.where_src,
+                    )
+                raise InputError(
+                    f"variable {var!r} uses the code {TOTAL!r} ({_plural(found[TOTAL], 'row')}), which names the total",
+                    where=self.where_src,
+                )
+            blank = [c for c in found if not str(c).strip()]
+            if blank:
+                raise InputError(f"variable {var!r} has {_plural(found[blank[0]], 'empty value')}", where=self.where_src)
+            hierarchy = Hierarchy.flat(sorted(found, key=natural_key), source=f"codes of {var!r}")  # type: ignore[arg-type]
+        leaves = set(hierarchy.leaves)
+        outside = {c: n for c, n in found.items() if c not in leaves}
+        if outside:
+            aggregates = [c for c in outside if c in hierarchy.position]
+            if isinstance(self.data, InnerCells) and aggregates:
+                n = sum(outside[c] for c in aggregates)
+                raise InputError(
+                    f"variable {var!r} has the aggregate code {aggregates[0]!r} in {_plural(n, 'row')}; "
+                    "the table must hold inner cells only (margins are derived)",
+                    where=self.where_src,
+                )
+            worst = sorted(outside.items(), key=lambda kv: (-kv[1], str(kv[0])))
+            shown = ", ".join(f"{c!r} ({_plural(n, 'row')})" for c, n in worst[:3])
+            more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
+            raise InputError(
+                f"variable {var!r} has value(s) outside its codelist: {shown}{more}", where=self.where_src
+            )
+        return Dimension(var, hierarchy)
+
+    def _check_inner_cells(self, dims: Sequence[Dimension]) -> None:
+        assert isinstance(self.data, InnerCells)
+        c = self.q(self.data.count)
+        num = self.d.as_number(c)
+        bad = self.s.run(
+            f"""SELECT count(*) FILTER (WHERE {c} IS NULL) AS a,
+                       count(*) FILTER (WHERE {c} IS NOT NULL AND {num} IS NULL) AS b,
+                       count(*) FILTER (WHERE {num} < 0) AS c,
+                       count(*) FILTER (WHERE {num} <> floor({num})) AS d,
+                       min({num}) FILTER (WHERE {num} < 0) AS e,
+                       min({num}) FILTER (WHERE {num} <> floor({num})) AS f,
+                       count(*) FILTER (WHERE isnan({num}) OR isinf({num})) AS g
+                FROM {SOURCE}"""
+        ).to_pylist()[0]
+        col = f"count column {self.data.count!r}"
+        if bad["a"]:
+            raise InputError(f"{col} has {_plural(bad['a'], 'missing value')}", where=self.where_src)
+        if bad["b"] or bad["g"]:
+            n = bad["b"] + bad["g"]
+            raise InputError(f"{col} has {_plural(n, 'value')} that are not finite numbers", where=self.where_src)
+        if bad["c"]:
+            raise InputError(f"{col} has {_plural(bad['c'], 'negative count')} (e.g. {bad['e']:g})", where=self.where_src)
+        if bad["d"]:
+            raise InputError(f"{col} has {_plural(bad['d'], 'fractional count')} (e.g. {bad['f']:g})", where=self.where_src)
+        keys = ", ".join(self._text(d.variable) for d in dims)
+        dup = self.s.run(
+            f"SELECT {keys}, count(*) AS n FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1 ORDER BY n DESC LIMIT 1"
+        ).to_pylist()
+        if dup:
+            n_dup = self.s.run(
+                f"SELECT count(*) AS k FROM (SELECT {keys} FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1) t"
+            ).column(0)[0].as_py()
+            row = list(dup[0].values())
+            cell = ", ".join(f"{d.variable}={v}" for d, v in zip(dims, row[:-1]))
+            raise InputError(
+                f"{_plural(n_dup, 'inner cell')} appear more than once, e.g. ({cell}) {row[-1]} times; "
+                "aggregate the table first",
+                where=self.where_src,
+            )
+
+    def _check_keys(self) -> None:
+        key = self.spec.key
+        assert key is not None
+        k = self.q(key.column)
+        num = self.d.as_number(k)
+        frac = f"max({num} - floor({num}))" if key.modulus else "0"
+        row = self.s.run(
+            f"""SELECT count(*) FILTER (WHERE {k} IS NULL) AS a, count(*) FILTER (WHERE {k} IS NOT NULL AND {num} IS NULL) AS b,
+                       min({num}) AS lo, max({num}) AS hi, {frac} AS fr
+                FROM {SOURCE}"""
+        ).to_pylist()[0]
+        col = f"record key column {key.column!r}"
+        if row["a"] or row["b"]:
+            what = _plural(row["a"], "missing value") if row["a"] else _plural(row["b"], "value") + " that are not numbers"
+            raise InputError(f"{col} has {what}", where=self.where_src)
+        lo, hi = row["lo"], row["hi"]
+        if key.modulus is not None:
+            if lo < 0 or hi >= key.modulus or row["fr"]:
+                bad = lo if lo < 0 else hi
+                raise InputError(f"{col} has values outside the integers 0..{key.modulus - 1} (e.g. {bad:g})",
+                                 where=self.where_src)
+        elif lo < 0 or hi >= 1:
+            bad = lo if lo < 0 else hi
+            raise InputError(f"{col} has values outside [0, 1) (e.g. {bad:g})", where=self.where_src)
+
+    # ------------------------------------------------------------------ the one pass
+    def _aggregate(self, declared: Mapping[str, Hierarchy | None], dims: Sequence[Dimension] | None,
+                   n_rows: int) -> Table:
+        hiers = [d.hierarchy for d in dims] if dims is not None else [declared[v] for v in self.spec.by]
+        select: list[str] = []  # grouped expressions, aliased
+        groups: list[list[str]] = []  # per variable: its grouping alternatives besides "total"
+        joins: list[str] = []
+        for i, (var, h) in enumerate(zip(self.spec.by, hiers)):
+            expr = self._text(var)
+            if h is None or h.max_depth == 1:
+                # Flat variable: group on the codes; codes become positions after the pass.
+                select.append(f"{expr} AS d{i}")
+                groups.append([expr])
+                continue
+            depth = h.max_depth
+            rows: dict[str, pa.Array] = {"_ts_code": strings(list(h.leaves))}
+            chains = [h.ancestors(leaf)[::-1] for leaf in h.leaves]  # total, level 1, ..., leaf
+            for level in range(1, depth + 1):
+                # A leaf above the deepest level has no code there: -1 marks the padded
+                # group, dropped below, so unbalanced hierarchies give no duplicate cells.
+                pos = np.array([h.position[c[level]] if level < len(c) else -1 for c in chains], dtype=np.int32)
+                rows[f"_ts_l{level}"] = from_numpy(pos)
+            self.s.register(f"map_{i}", arrow_table(rows))
+            joins.append(f"JOIN map_{i} ON {expr} = map_{i}._ts_code")
+            levels = [f"map_{i}._ts_l{lv}" for lv in range(1, depth + 1)]
+            select += [f"{c} AS d{i}_{lv}" for lv, c in enumerate(levels, start=1)]
+            groups.append(levels)
+        sets = [
+            "(" + ", ".join(c for c in choice if c is not None) + ")"
+            for choice in itertools.product(*[[None, *alts] for alts in groups])
+        ]
+        grouped = [e for alts in groups for e in alts]
+        select.append(f"{self.d.grouping_id(grouped)} AS _ts_gid")
+
+        if isinstance(self.data, Microdata):
+            measures = ["count(*)"]
+        else:
+            measures = [f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"]
+        names = ["count"]
+        for var in self.spec.sums:
+            measures.append(f"sum({self.d.as_decimal(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})")
+            names.append(f"sum_{var}")
+        key = self.spec.key
+        if key is not None:
+            k = f"{SOURCE}.{self.q(key.column)}"
+            # Exact cell keys: fixed-point integers summed exactly, then reduced mod the scale.
+            ints = (self.d.as_bigint(self.d.as_number(k)) if key.modulus is not None
+                    else self.d.as_bigint(f"round({self.d.as_number(k)} * {key.scale})"))
+            measures.append(self.d.as_bigint(self.d.mod(f"sum({ints})", str(key.scale))))
+            names.append("ckey_int")
+        select += [f"{m} AS {self.q(n)}" for m, n in zip(measures, names)]
+        where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        sql = (f"SELECT {', '.join(select)} FROM {SOURCE} {' '.join(joins)} {where} "
+               f"GROUP BY GROUPING SETS ({', '.join(sets)})")
+        result = self.s.run(sql)
+        gid = to_numpy(result.column("_ts_gid")).astype(np.int64)
+
+        if dims is None:
+            dims = self._dimensions_from_result(result, gid, groups, hiers, n_rows)
+            self._check_size([len(d) for d in dims])
+
+        shape = [len(d) for d in dims]
+        strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
+        cell = np.zeros(result.num_rows, dtype=np.int64)
+        keep = np.ones(result.num_rows, dtype=bool)
+        for i, (d, stride) in enumerate(zip(dims, strides)):
+            if len(groups[i]) == 1 and d.hierarchy.max_depth == 1:
+                # Codes → display positions; not grouped means the total, at position 0.
+                pos = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(d.hierarchy.order)), fill=0)
+            else:
+                levels = [to_numpy(result.column(f"d{i}_{lv}"), fill=0) for lv in range(1, d.hierarchy.max_depth + 1)]
+                stacked = np.stack(levels)
+                keep &= ~np.any(stacked == -1, axis=0)
+                pos = stacked.max(axis=0)  # at most one level is grouped (> 0) in each row
+            cell += pos.astype(np.int64) * stride
+        values: dict[str, np.ndarray] = {}
+        for n in names:
+            col = result.column(n)
+            if n.startswith("sum_"):
+                # exact decimal sums, converted once: the same float in every run
+                arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False)
+            else:
+                arr = to_numpy(col, fill=0).astype(np.int64, copy=False)
+            values[n] = arr[keep]
+        cell = cell[keep]
+        nonzero = values["count"] != 0
+        for n, arr in values.items():
+            if n.startswith("sum_"):
+                nonzero |= arr != 0
+        if not nonzero.all():  # inner cells given as explicit zeros: implied, not stored
+            cell = cell[nonzero]
+            values = {n: arr[nonzero] for n, arr in values.items()}
+        if key is not None:
+            values["ckey"] = values["ckey_int"] / key.scale
+        meta: dict[str, Any] = {
+            "source": self.where_src,
+            "where": self.spec.where.to_text() if self.spec.where is not None else None,
+            "engine": self.engine_name,
+        }
+        if key is not None:
+            meta["key"] = {"column": key.column, "digits": key.digits, "modulus": key.modulus}
+        if self.spec.sums:
+            meta["sum_digits"] = self.spec.sum_digits
+        return Table.from_cells(dims, cell, values, meta, sort=True)
+
+    def _dimensions_from_result(
+        self, result: pa.Table, gid: np.ndarray, groups: Sequence[Sequence[str]],
+        hiers: Sequence[Hierarchy | None], n_rows: int,
+    ) -> list[Dimension]:
+        """Validate codes using the single-variable grouping sets of the main pass."""
+        n_bits = sum(len(g) for g in groups)
+        total_rows = gid == (1 << n_bits) - 1
+        counts = to_numpy(result.column("count"))
+        grand = int(counts[total_rows][0]) if total_rows.any() else 0
+        if grand != n_rows:
+            # Rows lost in a hierarchy join: unknown codes or missing values. Find them properly.
+            found = self._observed_codes()
+            for var, h in zip(self.spec.by, hiers):
+                self._dimension(var, h, found[var])
+            raise AssertionError("rows lost in tabulation without an invalid code")  # pragma: no cover
+        dims = []
+        bit = n_bits
+        for i, (var, h, alts) in enumerate(zip(self.spec.by, hiers, groups)):
+            bit -= len(alts)
+            if h is not None and h.max_depth > 1:
+                dims.append(Dimension(var, h))
+                continue
+            only_this = gid == ((1 << n_bits) - 1) ^ (1 << bit)
+            codes = result.column(f"d{i}").filter(from_numpy(only_this)).to_pylist()
+            dims.append(self._dimension(var, h, dict(zip(codes, counts[only_this].tolist()))))
+        return dims

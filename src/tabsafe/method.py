@@ -1,0 +1,275 @@
+"""The method contract: every protection method is declared the same way and run the same way.
+
+A method is a frozen, keyword-only dataclass whose fields are its parameters, each declared with
+:func:`tabsafe.params.parameter` and a constraint (scikit-learn's ``BaseEstimator`` +
+``_param_validation``). Declaring is all a method does for the rest of tabsafe:
+
+* building it validates every field and fails with one sentence naming the parameter;
+* :meth:`Method.params` (the report's record) and :meth:`Method.from_params` (config files, the
+  service) follow from the fields; ``from_params(m.params()) == m``;
+* the command line's options are generated from the fields, their help from the docstring;
+* the report is written by the contract, not the method: parameters, seed, figures, notes.
+
+Two kinds share the contract:
+
+* :class:`TableMethod` — ``protect(table, *, seed) -> Protection`` (post-tabular: the cell key
+  method, rounding, suppression, cell perturbation, additivity); a subclass writes
+  :meth:`TableMethod.apply`, returning an :class:`Outcome` whose ``release`` and ``evaluation``
+  columns are kept apart by type in the :class:`~tabsafe.model.result.Protection`.
+* :class:`MicrodataMethod` — ``perturb(microdata, *, seed) -> MicrodataProtection`` (pre-tabular:
+  record swapping, PRAM, perturbation weights); a subclass writes :meth:`MicrodataMethod.apply`.
+
+Methods are found by name through the entry-point group ``tabsafe.methods``
+(:mod:`tabsafe.registry`), built-in ones exactly like outside ones. Each supplies small
+:class:`Examples` for the contract suite (:mod:`tabsafe.testing.contract`).
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from tabsafe import params as _params
+from tabsafe.errors import InputError, param
+from tabsafe.model.result import MicrodataProtection, Protection, Release, Report
+from tabsafe.model.spec import KeySpec
+
+if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
+    import pyarrow as pa
+
+    from tabsafe.model.microdata import Microdata
+    from tabsafe.model.table import Table
+
+__all__ = [
+    "Examples",
+    "MAX_SEED",
+    "Method",
+    "MicrodataMethod",
+    "MicrodataOutcome",
+    "Needs",
+    "Outcome",
+    "TableMethod",
+    "check_seed",
+    "draw_seed",
+]
+
+#: Seeds are integers in ``0..MAX_SEED``.
+MAX_SEED = 2**63 - 1
+
+
+def check_seed(seed: Any, *, name: str = "seed") -> int | None:
+    """``None`` or the seed as an int; anything else is an :class:`InputError`."""
+    if seed is None:
+        return None
+    if isinstance(seed, bool) or not isinstance(seed, int) and type(seed).__name__ not in {"int64", "int32"}:
+        raise InputError(f"{param(name)} must be an integer in 0..{MAX_SEED}; got {seed!r}")
+    seed = int(seed)
+    if not 0 <= seed <= MAX_SEED:
+        raise InputError(f"{param(name)} must be an integer in 0..{MAX_SEED}; got {seed}")
+    return seed
+
+
+def draw_seed() -> int:
+    """A fresh seed for a random method run without one; it is recorded so the run can be
+    repeated."""
+    return secrets.randbelow(10**9)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Needs:
+    """What a method needs from tabulation.
+
+    Attributes:
+        key: the cell key computed from this record-key specification (``ckey``, ``ckey_int``).
+        sums: magnitude variables to sum per cell (``sum_<var>``).
+        microdata: the method cannot work from aggregated inner cells.
+    """
+
+    key: KeySpec | None = None
+    sums: tuple[str, ...] = ()
+    microdata: bool = False
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """What :meth:`TableMethod.apply` returns; the contract turns it into a
+    :class:`~tabsafe.model.result.Protection`.
+
+    Attributes:
+        cells: the table the columns are aligned with — the input table, or its dense form for
+            methods that work on the whole grid.
+        release: the published value columns (``count`` required).
+        evaluation: values for evaluation only (statuses, keys, reasons); the original counts
+            are added by the contract as ``original``.
+        figures: numbers safe to publish.
+        private: numbers that reveal original values (evaluation outputs only).
+        notes: sentences for the report.
+    """
+
+    cells: Table
+    release: Mapping[str, np.ndarray]
+    evaluation: Mapping[str, np.ndarray] = field(default_factory=dict)
+    figures: Mapping[str, Any] = field(default_factory=dict)
+    private: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, kw_only=True)
+class MicrodataOutcome:
+    """What :meth:`MicrodataMethod.apply` returns.
+
+    Attributes:
+        data: the perturbed records (same columns as the input).
+        evaluation: per-record evaluation columns (e.g. ``swapped``), or None.
+        figures, private, notes: as in :class:`Outcome`.
+    """
+
+    data: pa.Table
+    evaluation: pa.Table | None = None
+    figures: Mapping[str, Any] = field(default_factory=dict)
+    private: Mapping[str, Any] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Examples:
+    """Small examples a method gives the contract suite.
+
+    Attributes:
+        typical: instances with typical parameters.
+        identity: an instance whose output equals its input (noise off), or None when the method
+            has no such parameters (say why in ``why_no_identity``).
+        why_no_identity: the reason there is no identity instance.
+        data: a pandas frame of microdata to tabulate the examples from (default: the suite's).
+        by: the spanning variables of the example table (default: the suite's).
+    """
+
+    typical: tuple[Any, ...]
+    identity: Any = None
+    why_no_identity: str = ""
+    data: Any = None
+    by: tuple[str, ...] | None = None
+
+
+class Method:
+    """Base of every method; see the module docstring. Subclasses are frozen keyword-only
+    dataclasses of declared parameters and override :meth:`validate` for rules that involve
+    several parameters."""
+
+    #: the name the registry, the CLI, config files and the service know the method by
+    name: ClassVar[str] = ""
+    #: "table" or "microdata"
+    kind: ClassVar[str] = ""
+    #: whether the result depends on the seed
+    random: ClassVar[bool] = False
+
+    def __post_init__(self) -> None:
+        _params.check_all(self)
+        self.validate()
+
+    def validate(self) -> None:
+        """Checks that involve several parameters (each alone is checked by its constraint)."""
+
+    # -- the declared side ------------------------------------------------------------------
+    @classmethod
+    def parameters(cls) -> tuple[_params.ParamInfo, ...]:
+        """The declared parameters: name, constraint, default and help."""
+        return _params.parameters(cls)
+
+    def params(self) -> dict[str, Any]:
+        """Every parameter's value as JSON: what the report records, what :meth:`from_params`
+        reads."""
+        return _params.to_params(self)
+
+    @classmethod
+    def from_params(cls, params: Mapping[str, Any]) -> Method:
+        """Build the method from JSON values (a config file, a service request)."""
+        return _params.from_params(cls, params, where=f"method {cls.name!r}")
+
+    @classmethod
+    def summary(cls) -> str:
+        """The first line of the class docstring."""
+        doc = (cls.__doc__ or "").strip()
+        return doc.splitlines()[0].strip() if doc else ""
+
+    @classmethod
+    def examples(cls) -> Examples:
+        """Small examples for the contract suite; every registered method gives some."""
+        raise NotImplementedError(f"method {cls.name!r} gives no examples for the contract suite")
+
+    def needs(self) -> Needs:
+        """What tabulation must provide (keys, sums, microdata)."""
+        return Needs()
+
+    def _seed(self, seed: int | None) -> int | None:
+        seed = check_seed(seed)
+        if not self.random:
+            return None
+        return draw_seed() if seed is None else seed
+
+
+class TableMethod(Method):
+    """A method that protects a table (see the module docstring)."""
+
+    kind: ClassVar[str] = "table"
+
+    def protect(self, table: Table, *, seed: int | None = None) -> Protection:
+        """Protect ``table``; a random method without a seed draws one and records it."""
+        from tabsafe.model.table import Table
+
+        if not isinstance(table, Table):
+            raise InputError(f"method {self.name!r} protects a Table; got {type(table).__name__}")
+        used = self._seed(seed)
+        out = self.apply(table, used)
+        if not isinstance(out, Outcome):
+            raise TypeError(f"method {self.name!r}: apply() must return an Outcome")
+        cells = out.cells
+        if "count" not in out.release:
+            raise TypeError(f"method {self.name!r}: the release has no 'count'")
+        release = Table(cells.dimensions, cells.ids, dict(out.release), _meta(cells), _checked=True)
+        evaluation = Table(
+            cells.dimensions, cells.ids, {"count": cells.counts, "original": cells.counts, **out.evaluation},
+            _meta(cells), _checked=True,
+        )
+        report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
+                        private=out.private, notes=out.notes)
+        return Protection(release=Release(release), evaluation=evaluation, report=report)
+
+    def apply(self, table: Table, seed: int | None) -> Outcome:
+        """The protection itself (subclasses); ``seed`` is None for deterministic methods."""
+        raise NotImplementedError
+
+
+class MicrodataMethod(Method):
+    """A method that perturbs microdata before tabulation (see the module docstring)."""
+
+    kind: ClassVar[str] = "microdata"
+
+    def perturb(self, microdata: Microdata, *, seed: int | None = None) -> MicrodataProtection:
+        """Perturb the records; a random method without a seed draws one and records it."""
+        from tabsafe.model.microdata import Microdata
+
+        if not isinstance(microdata, Microdata):
+            raise InputError(f"method {self.name!r} perturbs Microdata; got {type(microdata).__name__}")
+        used = self._seed(seed)
+        out = self.apply(microdata, used)
+        if not isinstance(out, MicrodataOutcome):
+            raise TypeError(f"method {self.name!r}: apply() must return a MicrodataOutcome")
+        report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
+                        private=out.private, notes=out.notes)
+        perturbed = Microdata.from_frame(out.data, name=f"{microdata.source.describe()} ({self.name})",
+                                         codelists=microdata.codelists, key=microdata.key)
+        return MicrodataProtection(microdata=perturbed, evaluation=out.evaluation, report=report)
+
+    def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
+        """The perturbation itself (subclasses)."""
+        raise NotImplementedError
+
+
+def _meta(table: Table) -> dict[str, Any]:
+    from tabsafe.model.table import thaw
+
+    return thaw(table.meta)

@@ -1,0 +1,180 @@
+"""Chains of methods: microdata methods, then tabulation, then table methods, one after another.
+
+A chain is how the UK 2021 census protected its tables (targeted record swapping, then the cell
+key method), or how additivity is restored after noise (the cell key method, then additivity).
+The first table method protects the tabulated table; each later one protects the previous
+release (its published ``count``, with the tabulation's other columns such as cell keys). The
+result keeps the very first counts as ``original``: evaluation compares with the truth.
+
+Seeds: a chain run with seed ``S`` gives its ``k``-th step the seed drawn from
+``SeedSequence(S)`` for that step, recorded in the step's report; ``S`` is recorded at the top.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from tabsafe.errors import InputError
+from tabsafe.method import Method, MicrodataMethod, Needs, TableMethod, check_seed, draw_seed
+from tabsafe.model.microdata import InnerCells, Microdata
+from tabsafe.model.result import Protection, Release, Report
+from tabsafe.model.spec import TableSpec
+from tabsafe.model.table import Table
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Methods applied in order: every microdata method before every table method.
+
+    Attributes:
+        methods: the steps.
+    """
+
+    methods: tuple[Method, ...]
+
+    def __post_init__(self) -> None:
+        methods = tuple(self.methods)
+        if not methods:
+            raise InputError("a chain needs at least one method")
+        kinds = [m.kind for m in methods]
+        if "table" in kinds and "microdata" in kinds[kinds.index("table"):]:
+            raise InputError("microdata methods come before table methods in a chain "
+                             f"({' then '.join(m.name for m in methods)})")
+        object.__setattr__(self, "methods", methods)
+
+    @property
+    def name(self) -> str:
+        return "+".join(m.name for m in self.methods)
+
+    @property
+    def microdata_steps(self) -> tuple[MicrodataMethod, ...]:
+        return tuple(m for m in self.methods if isinstance(m, MicrodataMethod))
+
+    @property
+    def table_steps(self) -> tuple[TableMethod, ...]:
+        return tuple(m for m in self.methods if isinstance(m, TableMethod))
+
+    @property
+    def random(self) -> bool:
+        return any(m.random for m in self.methods)
+
+    def needs(self) -> Needs:
+        """What tabulation must give the table steps (the first step's key wins)."""
+        key = None
+        sums: list[str] = []
+        microdata = bool(self.microdata_steps)
+        for m in self.table_steps:
+            n = m.needs()
+            key = key or n.key
+            sums += [s for s in n.sums if s not in sums]
+            microdata = microdata or n.microdata
+        return Needs(key=key, sums=tuple(sums), microdata=microdata)
+
+    def run(self, data: Microdata | InnerCells, spec: TableSpec, *, seed: int | None = None,
+            engine: Any = "duckdb") -> tuple[Protection, list[Report]]:
+        """Apply the chain; returns the final protection and the microdata steps' reports."""
+        from tabsafe.tabulation import tabulate
+
+        seed = check_seed(seed)
+        if self.random and seed is None:
+            seed = draw_seed()
+        seeds = step_seeds(seed, len(self.methods))
+        reports: list[Report] = []
+        for m, s in zip(self.methods, seeds):
+            if isinstance(m, MicrodataMethod):
+                if not isinstance(data, Microdata):
+                    raise InputError(f"method {m.name!r} needs microdata, not inner cells")
+                result = m.perturb(data, seed=s)
+                data = result.microdata
+                reports.append(result.report)
+        if not self.table_steps:
+            raise InputError("a chain needs a table method to publish a table")
+        table = tabulate(data, spec, engine=engine)
+        protection = self.protect(table, seeds=seeds[len(self.microdata_steps):], chain_seed=seed,
+                                  before=reports)
+        return protection, reports
+
+    def protect(self, table: Table, *, seeds: Sequence[int | None], chain_seed: int | None = None,
+                before: Sequence[Report] = ()) -> Protection:
+        """The table steps on a tabulated table."""
+        steps = self.table_steps
+        first: Protection | None = None
+        current: Protection | None = None
+        reports = list(before)
+        for m, s in zip(steps, seeds):
+            if current is None:
+                current = first = m.protect(table, seed=s)
+            else:
+                current = _compose(first, m.protect(_next_input(current, table), seed=s))  # type: ignore[arg-type]
+            reports.append(current.report)
+        assert current is not None
+        if len(self.methods) == 1:
+            return current
+        report = Report(
+            method=self.name,
+            params={"steps": [{"method": m.name, "params": m.params()} for m in self.methods]},
+            seed=chain_seed,
+            figures=current.report.figures,
+            private=current.report.private,
+            notes=tuple(n for r in reports for n in r.notes),
+            steps=tuple(reports),
+        )
+        return Protection(release=current.release, evaluation=current.evaluation, report=report)
+
+
+def step_seeds(seed: int | None, n: int) -> list[int | None]:
+    """One seed per step, derived from the chain's seed (None stays None)."""
+    if seed is None:
+        return [None] * n
+    if n == 1:
+        return [seed]
+    import numpy as np
+
+    return [int(s.generate_state(1, np.uint64)[0] >> np.uint64(1)) for s in np.random.SeedSequence(seed).spawn(n)]
+
+
+def _next_input(previous: Protection, table: Table) -> Table:
+    """The previous release as the next step's table: published counts (a suppressed cell has
+    none), with the tabulation's other columns (cell keys, sums) where the release has none."""
+    import numpy as np
+
+    rel = previous.release.table
+    counts = rel.column("count")
+    if counts.dtype.kind == "f":
+        if np.isnan(counts).any():
+            raise InputError("a suppressed table cannot be protected further: its hidden cells have no value")
+        counts = counts.astype(np.int64)
+    extra = {}
+    rows = table.rows_of(rel.ids)
+    for c in table.value_columns:
+        if c == "count" or c in rel.value_columns:
+            continue
+        src = table.column(c)
+        out = np.zeros(rel.n_stored, dtype=src.dtype)
+        ok = rows >= 0
+        out[ok] = src[rows[ok]]
+        extra[c] = out
+    cols = {c: rel.column(c) for c in rel.value_columns}
+    cols.update(count=counts, **extra)
+    return Table(rel.dimensions, rel.ids, cols, dict(table.meta))
+
+
+def _compose(first: Protection, later: Protection) -> Protection:
+    """The later step's release and report; the evaluation keeps the first step's originals
+    (and what the later step was given, as ``input``)."""
+    import numpy as np
+
+    ev_first = first.evaluation
+    ev = later.evaluation
+    rows = ev_first.rows_of(ev.ids)
+    ok = rows >= 0
+    original = np.zeros(ev.n_stored, dtype=np.int64)
+    original[ok] = ev_first.column("original")[rows[ok]]
+    cols = {c: ev.column(c) for c in ev.value_columns}
+    cols["input"] = ev.column("original")  # what this step was given (the previous release)
+    cols["original"] = original
+    cols["count"] = original
+    evaluation = Table(ev.dimensions, ev.ids, cols, dict(ev.meta))
+    return Protection(release=Release(later.release.table), evaluation=evaluation, report=later.report)

@@ -20,6 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tabsafe._yaml import load_yaml
 from tabsafe.errors import InputError, param
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -242,14 +243,6 @@ def write_table(table: Table, path: str | os.PathLike[str], *, columns: Sequence
     return write_evaluation(table, path, columns, zero_cells=zero_cells)
 
 
-def load_yaml(text: str) -> Any:
-    """Parse YAML with the C loader when available (10× faster on large codelists)."""
-    import yaml
-
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    return yaml.load(text, Loader=loader)  # noqa: S506 - a safe loader
-
-
 def read_meta(path: str | os.PathLike[str], *, only: Sequence[str] | None = None) -> dict[str, Hierarchy]:
     """Read a data set's ``meta.yaml``: the codelist (flat) of every declared variable (of the
     variables in ``only``, when given).
@@ -303,3 +296,59 @@ def write_json(path: str | os.PathLike[str], payload: Any, *, kind: str = "relea
         tmp.write_text(text, encoding="utf-8")
     return Path(path)
 
+
+
+class OutputFolder:
+    """A folder a command fills (``synth``, ``demo``), built in a temporary folder beside it and
+    moved into place only when complete.
+
+    The folder may be new, empty, or hold only entries this command writes (``owned``: a run
+    before this one) — those are replaced. A folder with anything else in it (``--out .``, the
+    parent folder, a folder of the user's) is refused before any work: a command never deletes
+    what it did not create.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], owned: Sequence[str], *, option: str = "out") -> None:
+        target = Path(path)
+        where = str(target)
+        if target.exists() and not target.is_dir():
+            raise InputError(f"{param(option)} is a file, not a folder", where=where)
+        if target.exists():
+            others = sorted(p.name for p in target.iterdir() if p.name not in owned)
+            if others:
+                raise InputError(
+                    f"{param(option)} holds {len(others)} entr{'y' if len(others) == 1 else 'ies'} this command did "
+                    f"not write (e.g. {others[0]!r}); give a new or empty folder", where=where)
+        parent = target.resolve().parent
+        if not parent.exists():
+            raise InputError("the folder's parent does not exist", where=str(parent))
+        if not os.access(parent, os.W_OK):
+            raise InputError("the folder's parent is not writable", where=str(parent))
+        self.target = target
+        self.owned = tuple(owned)
+        self.tmp: Path | None = None
+
+    def __enter__(self) -> Path:
+        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.resolve().name}.", dir=self.target.resolve().parent))
+        return self.tmp
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        import shutil
+
+        assert self.tmp is not None
+        if exc_type is not None:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+            return
+        mode = 0o777 & ~_umask()
+        os.chmod(self.tmp, mode)
+        if not self.target.exists():
+            os.replace(self.tmp, self.target)
+            return
+        for entry in sorted(self.tmp.iterdir()):
+            dest = self.target / entry.name
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            elif dest.exists() or dest.is_symlink():
+                dest.unlink()
+            os.replace(entry, dest)
+        shutil.rmtree(self.tmp, ignore_errors=True)

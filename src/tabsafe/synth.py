@@ -16,8 +16,7 @@ populated rare categories produce it, as in a real census.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, param
 from tabsafe.model.hierarchy import Hierarchy
 
 REGIONS = ("R1", "R2")
@@ -63,11 +62,22 @@ class SynthResult:
 
 
 def _draw(rng: np.random.Generator, probs: np.ndarray, group: np.ndarray) -> np.ndarray:
-    """One categorical draw per unit from the row ``probs[group]`` (inverse CDF, vectorised)."""
+    """One categorical draw per unit from the row ``probs[group]`` (inverse CDF, vectorised).
+
+    Units are drawn group by group with ``searchsorted`` (the number of CDF points at or below
+    the uniform draw), so memory stays linear in the units however many categories there are.
+    """
     cdf = np.cumsum(probs / probs.sum(axis=1, keepdims=True), axis=1)
     u = rng.random(group.size)
-    out = (u[:, None] >= cdf[group]).sum(axis=1)
-    return np.minimum(out, probs.shape[1] - 1)
+    return _inverse_cdf(u, cdf, group)
+
+
+def _inverse_cdf(u: np.ndarray, cdf: np.ndarray, group: np.ndarray) -> np.ndarray:
+    out = np.empty(u.size, dtype=np.int64)
+    for g in np.unique(group):
+        sel = group == g
+        out[sel] = np.searchsorted(cdf[g], u[sel], side="right")
+    return np.minimum(out, cdf.shape[1] - 1)
 
 
 def _age_weights() -> np.ndarray:
@@ -160,6 +170,9 @@ def _geography(rng: np.random.Generator, n_areas: int, n_small: int) -> tuple[li
     areas_r1 = round(n_areas * REGION_SHARE[0])
     per_region = (areas_r1, n_areas - areas_r1)
     small_per_area = rng.multinomial(n_small - n_areas, np.full(n_areas, 1 / n_areas)) + 1
+    # codes keep at least the digits of the default census (R1A001S01), more when needed
+    area_digits = max(3, len(str(n_areas)))
+    small_digits = max(2, len(str(int(small_per_area.max()))))
     out: list[tuple[str, str, str]] = []
     weights = []
     a = 0
@@ -167,11 +180,11 @@ def _geography(rng: np.random.Generator, n_areas: int, n_small: int) -> tuple[li
         share = REGION_SHARE[REGIONS.index(r)]
         w_r = []
         for _ in range(n_a):
-            area = f"{r}A{a + 1:03d}"
+            area = f"{r}A{a + 1:0{area_digits}d}"
             k = small_per_area[a]
             w = rng.lognormal(0.0, 0.35, size=k)
             for s in range(k):
-                out.append((r, area, f"{area}S{s + 1:02d}"))
+                out.append((r, area, f"{area}S{s + 1:0{small_digits}d}"))
             w_r.append(w)
             a += 1
         w_all = np.concatenate(w_r)
@@ -183,7 +196,10 @@ def _geography(rng: np.random.Generator, n_areas: int, n_small: int) -> tuple[li
 def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: int = 5000) -> tuple[pa.Table, pa.Table, list[tuple[str, str, str]]]:
     """Generate persons and households in memory (see the module docstring)."""
     if n_persons < 1:
-        raise InputError(f"--persons must be at least 1, got {n_persons}")
+        raise InputError(f"{param('persons')} must be at least 1, got {n_persons}")
+    if n_areas < 2 or n_small_areas < n_areas:
+        raise InputError(f"{param('areas')} must be at least 2 and {param('small_areas')} at least "
+                         f"{param('areas')}; got {n_areas} and {n_small_areas}")
     n_areas = max(2, min(n_areas, n_persons // 20 or 2))
     n_small_areas = max(n_areas, min(n_small_areas, n_persons // 5 or n_areas))
     rng = np.random.default_rng(seed)
@@ -212,9 +228,8 @@ def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: in
     child[4:] = 0
     child /= child.sum()
     is_child = (member >= 2) & (rng.random(n_persons) < 0.82)
-    p_age = np.where(is_child[:, None], child[None, :], adult[None, :])
-    cdf = np.cumsum(p_age, axis=1)
-    age = np.minimum((rng.random(n_persons)[:, None] >= cdf).sum(axis=1), 20)
+    cdf = np.cumsum(np.stack([adult, child]), axis=1)
+    age = np.minimum(_inverse_cdf(rng.random(n_persons), cdf, is_child.astype(np.int64)), 20)
     # Keep the overall pyramid close to w_age by redrawing a share of adults from the full table.
     redraw = (~is_child) & (member >= 2) & (rng.random(n_persons) < 0.5)
     age[redraw] = rng.choice(21, size=int(redraw.sum()), p=w_age)
@@ -240,19 +255,26 @@ def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: in
     income = np.round(np.where(activity == 0, rng.lognormal(10.2, 0.5, n_persons), rng.lognormal(8.5, 0.8, n_persons) * (age >= 3)), 2)
     rkey = rng.integers(0, 10**10, n_persons, dtype=np.int64) / 1e10
 
-    g = np.array(geo, dtype=object)
     person_geo = hh_geo[hh_id]
-    size_code = np.array(HOUSEHOLD_SIZE, dtype=object)[np.minimum(hh_size, 6) - 1]
+    # geography as dictionary arrays: an index per unit into each level's codes (no strings per unit)
+    regions = sorted({r for r, _, _ in geo})
+    areas = sorted({a for _, a, _ in geo})
+    region_of = np.array([regions.index(r) for r, _, _ in geo], dtype=np.int32)
+    area_pos = {a: i for i, a in enumerate(areas)}
+    area_of = np.array([area_pos[a] for _, a, _ in geo], dtype=np.int32)
+    small_codes = [s_ for _, _, s_ in geo]
 
-    def cat(values: np.ndarray, codes: tuple[str, ...]) -> pa.Array:
-        return pa.DictionaryArray.from_arrays(pa.array(values.astype(np.int32)), pa.array(codes))
+    def cat(values: np.ndarray, codes: Sequence[str]) -> pa.Array:
+        return pa.DictionaryArray.from_arrays(pa.array(np.asarray(values, dtype=np.int32)), pa.array(list(codes)))
+
+    def geo_cols(index: np.ndarray) -> dict[str, pa.Array]:
+        return {"region": cat(region_of[index], regions), "area": cat(area_of[index], areas),
+                "small_area": cat(index, small_codes)}
 
     persons = pa.table({
         "person_id": pa.array(np.arange(1, n_persons + 1, dtype=np.int64)),
         "household_id": pa.array(hh_id + 1),
-        "region": pa.array(g[person_geo, 0].astype(str)).dictionary_encode(),
-        "area": pa.array(g[person_geo, 1].astype(str)).dictionary_encode(),
-        "small_area": pa.array(g[person_geo, 2].astype(str)).dictionary_encode(),
+        **geo_cols(person_geo),
         "sex": cat(sex, SEX),
         "age": cat(age, AGE_BANDS),
         "age_year": pa.array(age_year.astype(np.int16)),
@@ -260,16 +282,14 @@ def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: in
         "occupation": cat(occupation, OCCUPATION),
         "education": cat(education, EDUCATION),
         "citizenship": cat(citizenship, CITIZENSHIP),
-        "household_size": pa.array(size_code.astype(str)).dictionary_encode(),
+        "household_size": cat(np.minimum(hh_size, 6) - 1, HOUSEHOLD_SIZE),
         "income": pa.array(income),
         "rkey": pa.array(rkey),
     })
     households = pa.table({
         "household_id": pa.array(np.arange(1, n_hh + 1, dtype=np.int64)),
-        "region": pa.array(g[hh_geo, 0].astype(str)),
-        "area": pa.array(g[hh_geo, 1].astype(str)),
-        "small_area": pa.array(g[hh_geo, 2].astype(str)),
-        "household_size": pa.array(np.array(HOUSEHOLD_SIZE, dtype=object)[np.minimum(sizes, 6) - 1].astype(str)),
+        **geo_cols(hh_geo),
+        "household_size": cat(np.minimum(sizes, 6) - 1, HOUSEHOLD_SIZE),
         "persons": pa.array(sizes.astype(np.int16)),
     })
     return persons, households, geo
@@ -299,14 +319,25 @@ def hierarchies(geo: list[tuple[str, str, str]]) -> dict[str, Hierarchy]:
     }
 
 
-def synth_census(n_persons: int, seed: int, out: str | os.PathLike[str]) -> SynthResult:
+#: What ``synth_census`` writes in its folder (a folder holding only these may be written again).
+SYNTH_ENTRIES = ("persons.parquet", "households.parquet", "meta.yaml", "hierarchies")
+
+
+def synth_census(n_persons: int, seed: int, out: str | os.PathLike[str], *, n_areas: int = 200,
+                 n_small_areas: int = 5000) -> SynthResult:
     """Write ``persons.parquet``, ``households.parquet``, ``meta.yaml`` and ``hierarchies/`` to
-    ``out`` (created; written to a temporary folder first and moved into place whole)."""
+    ``out``: a new folder, an empty one, or one holding only an earlier census (anything else is
+    refused). Everything is written to a temporary folder first and moved into place whole.
+
+    ``n_areas`` and ``n_small_areas`` set the geography (200 and 5,000 by default; a national
+    census, e.g. 10,000,000 persons in 180,000 small areas, uses larger values).
+    """
+    from tabsafe.io import OutputFolder
+
+    folder = OutputFolder(out, SYNTH_ENTRIES)
     out = Path(out)
-    persons, households, geo = generate(n_persons, seed)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    try:
+    persons, households, geo = generate(n_persons, seed, n_areas=n_areas, n_small_areas=n_small_areas)
+    with folder as tmp:
         pq.write_table(persons, tmp / "persons.parquet", row_group_size=256_000)
         pq.write_table(households, tmp / "households.parquet")
         (tmp / "hierarchies").mkdir()
@@ -339,12 +370,7 @@ def synth_census(n_persons: int, seed: int, out: str | os.PathLike[str]) -> Synt
                 "age_year": "hierarchies/age_year.hrc",
             },
         }
-        (tmp / "meta.yaml").write_text(yaml.safe_dump(meta, sort_keys=False), encoding="utf-8")
-        if out.exists():
-            shutil.rmtree(out)
-        os.replace(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        (tmp / "meta.yaml").write_text(yaml.dump(meta, Dumper=dumper, sort_keys=False), encoding="utf-8")
     return SynthResult(out, out / "persons.parquet", out / "households.parquet", out / "meta.yaml",
                        persons.num_rows, households.num_rows)

@@ -61,7 +61,7 @@ def _cells(tmp_path: Path, n: list[object], area: list[str] | None = None) -> Pa
         (lambda c, t: [c.persons, "--by", "sex,foo"], "unknown variable 'foo' in --by"),
         (lambda c, t: [c.persons, "--by", "sex", "--sum", "bar"], "unknown variable 'bar' in --sum"),
         (lambda c, t: [c.persons, "--by", "sex", "--max-cells", "2"], "would have 3 cells, more than the limit of 2"),
-        (lambda c, t: [c.persons, "--by", "sex", "--where", "nonsense >"], "--where 'nonsense >' failed"),
+        (lambda c, t: [c.persons, "--by", "sex", "--where", "nonsense >"], "filter 'nonsense >': expected a value"),
         (lambda c, t: [t / "missing.parquet", "--by", "sex"], "missing.parquet: no such file"),
         (lambda c, t: ["--table", _cells(t, [1, -2, 3]), "--count", "n", "--by", "area"], "1 negative count (e.g. -2)"),
         (lambda c, t: ["--table", _cells(t, [1, 2.5, 3]), "--count", "n", "--by", "area"], "1 fractional count (e.g. 2.5)"),

@@ -33,4 +33,4 @@ def test_all_sources_agree(tmp_path) -> None:
 
 def test_empty_filter_gives_zero_table() -> None:
     t = ts.tabulate(ts.Microdata.from_pandas(DF), ["area"], where="sex = 3")
-    assert t.n_cells == 4 and not t.counts.any()
+    assert t.n_cells == 4 and t.n_stored == 0 and not t.grid("count").any()

@@ -4,17 +4,24 @@ from __future__ import annotations
 
 import argparse
 
-from tabsafe.synth import synth_census
+from tabsafe.cli.common import positive_int, seed_int
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
-    parser.add_argument("--persons", type=int, default=1_500_000, help="number of persons (default 1,500,000)")
-    parser.add_argument("--seed", type=int, default=1, help="random seed")
-    parser.add_argument("--out", required=True, metavar="DIR", help="output folder (replaced if it exists)")
+    parser.add_argument("--persons", type=positive_int, default=1_500_000, help="number of persons (default 1,500,000)")
+    parser.add_argument("--areas", type=positive_int, default=200,
+                        help="areas (the middle geography level; default 200)")
+    parser.add_argument("--small-areas", type=positive_int, default=5000,
+                        help="small areas (the lowest geography level, e.g. 180000 output areas; default 5000)")
+    parser.add_argument("--seed", type=seed_int, default=1, help="random seed (default 1)")
+    parser.add_argument("--out", required=True, metavar="DIR",
+                        help="output folder: new, empty, or holding an earlier synthetic census (which is replaced)")
 
 
 def run(args: argparse.Namespace) -> int:
-    result = synth_census(args.persons, args.seed, args.out)
+    from tabsafe.synth import synth_census
+
+    result = synth_census(args.persons, args.seed, args.out, n_areas=args.areas, n_small_areas=args.small_areas)
     print(f"wrote {result.n_persons:,} persons in {result.n_households:,} households to {result.directory}/")
     print(f"  {result.persons}\n  {result.households}\n  {result.meta}\n  {result.directory}/hierarchies/")
     return 0

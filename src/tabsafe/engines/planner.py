@@ -284,14 +284,18 @@ class _Plan:
         hiers = [d.hierarchy for d in dims] if dims is not None else [declared[v] for v in self.spec.by]
         select: list[str] = []  # grouped expressions, aliased
         groups: list[list[str]] = []  # per variable: its grouping alternatives besides "total"
+        aliases: list[list[str]] = []  # the same, as output columns
         joins: list[str] = []
         for i, (var, h) in enumerate(zip(self.spec.by, hiers)):
             expr = self._text(var)
-            if h is None or h.max_depth == 1:
-                # Flat variable: group on the codes; codes become positions after the pass.
+            if h is None:
+                # No codelist yet: group on the codes; they are checked and placed after the pass.
                 select.append(f"{expr} AS d{i}")
                 groups.append([expr])
+                aliases.append([f"d{i}"])
                 continue
+            # A known codelist: a join maps each code to its position at every level, so the pass
+            # groups on small integers (far less memory than text keys at census scale).
             depth = h.max_depth
             rows: dict[str, pa.Array] = {"_ts_code": strings(list(h.leaves))}
             chains = [h.ancestors(leaf)[::-1] for leaf in h.leaves]  # total, level 1, ..., leaf
@@ -305,12 +309,12 @@ class _Plan:
             levels = [f"map_{i}._ts_l{lv}" for lv in range(1, depth + 1)]
             select += [f"{c} AS d{i}_{lv}" for lv, c in enumerate(levels, start=1)]
             groups.append(levels)
+            aliases.append([f"d{i}_{lv}" for lv in range(1, depth + 1)])
         sets = [
             "(" + ", ".join(c for c in choice if c is not None) + ")"
             for choice in itertools.product(*[[None, *alts] for alts in groups])
         ]
         grouped = [e for alts in groups for e in alts]
-        select.append(f"{self.d.grouping_id(grouped)} AS _ts_gid")
 
         if isinstance(self.data, Microdata):
             measures = ["count(*)"]
@@ -328,31 +332,57 @@ class _Plan:
                     else self.d.as_bigint(f"round({self.d.as_number(k)} * {key.scale})"))
             measures.append(self.d.as_bigint(self.d.mod(f"sum({ints})", str(key.scale))))
             names.append("ckey_int")
-        select += [f"{m} AS {self.q(n)}" for m, n in zip(measures, names)]
         where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        known = all(h is not None for h in hiers)
+        if not known:
+            select.append(f"{self.d.grouping_id(grouped)} AS _ts_gid")
+        select += [f"{m} AS {self.q(n)}" for m, n in zip(measures, names)]
         sql = (f"SELECT {', '.join(select)} FROM {SOURCE} {' '.join(joins)} {where} "
                f"GROUP BY GROUPING SETS ({', '.join(sets)})")
+        if known:
+            # Every codelist known: the cell id (the mixed-radix number of the positions) is
+            # computed in the engine, and only ids and values come back.
+            shape = [len(h) for h in hiers]  # type: ignore[arg-type]
+            strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
+            terms = []
+            keeps = []
+            for cols, stride in zip(aliases, strides):
+                pos = f"COALESCE({', '.join(cols)}, 0)"
+                terms.append(f"{self.d.as_bigint(pos)} * {int(stride)}")
+                keeps += [f"COALESCE({c}, 0) >= 0" for c in cols]
+            outer = ", ".join(self.q(n) for n in names)
+            sql = (f"SELECT {' + '.join(terms)} AS _ts_id, {outer} FROM ({sql}) t"
+                   + (f" WHERE {' AND '.join(keeps)}" if keeps else ""))
         result = self.s.run(sql)
-        gid = to_numpy(result.column("_ts_gid")).astype(np.int64)
 
-        if dims is None:
-            dims = self._dimensions_from_result(result, gid, groups, hiers, n_rows)
-            self._check_size([len(d) for d in dims])
-
-        shape = [len(d) for d in dims]
-        strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
-        cell = np.zeros(result.num_rows, dtype=np.int64)
-        keep = np.ones(result.num_rows, dtype=bool)
-        for i, (d, stride) in enumerate(zip(dims, strides)):
-            if len(groups[i]) == 1 and d.hierarchy.max_depth == 1:
-                # Codes → display positions; not grouped means the total, at position 0.
-                pos = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(d.hierarchy.order)), fill=0)
-            else:
-                levels = [to_numpy(result.column(f"d{i}_{lv}"), fill=0) for lv in range(1, d.hierarchy.max_depth + 1)]
-                stacked = np.stack(levels)
-                keep &= ~np.any(stacked == -1, axis=0)
-                pos = stacked.max(axis=0)  # at most one level is grouped (> 0) in each row
-            cell += pos.astype(np.int64) * stride
+        if known:
+            assert dims is not None or all(h is not None for h in hiers)
+            cell = to_numpy(result.column("_ts_id")).astype(np.int64, copy=False)
+            if dims is None:
+                dims = [Dimension(v, h) for v, h in zip(self.spec.by, hiers)]  # type: ignore[arg-type]
+                grand = to_numpy(result.column("count"))[cell == 0]
+                if (int(grand[0]) if grand.size else 0) != n_rows:
+                    self._find_lost_rows(hiers)
+            keep = np.ones(result.num_rows, dtype=bool)
+        else:
+            gid = to_numpy(result.column("_ts_gid")).astype(np.int64)
+            if dims is None:
+                dims = self._dimensions_from_result(result, gid, groups, hiers, n_rows)
+                self._check_size([len(d) for d in dims])
+            shape = [len(d) for d in dims]
+            strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
+            cell = np.zeros(result.num_rows, dtype=np.int64)
+            keep = np.ones(result.num_rows, dtype=bool)
+            for i, (d, stride) in enumerate(zip(dims, strides)):
+                if hiers[i] is None:
+                    # Codes → display positions; not grouped means the total, at position 0.
+                    pos = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(d.hierarchy.order)), fill=0)
+                else:
+                    levels = [to_numpy(result.column(c), fill=0) for c in aliases[i]]
+                    stacked = np.stack(levels)
+                    keep &= ~np.any(stacked == -1, axis=0)
+                    pos = stacked.max(axis=0)  # at most one level is grouped (> 0) in each row
+                cell += pos.astype(np.int64) * stride
         values: dict[str, np.ndarray] = {}
         for n in names:
             col = result.column(n)
@@ -361,8 +391,8 @@ class _Plan:
                 arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False)
             else:
                 arr = to_numpy(col, fill=0).astype(np.int64, copy=False)
-            values[n] = arr[keep]
-        cell = cell[keep]
+            values[n] = arr[keep] if not keep.all() else arr
+        cell = cell[keep] if not keep.all() else cell
         nonzero = values["count"] != 0
         for n, arr in values.items():
             if n.startswith("sum_"):
@@ -383,6 +413,13 @@ class _Plan:
             meta["sum_digits"] = self.spec.sum_digits
         return Table.from_cells(dims, cell, values, meta, sort=True)
 
+    def _find_lost_rows(self, hiers: Sequence[Hierarchy | None]) -> None:
+        """Rows lost in a code join: unknown codes or missing values. Find and name them."""
+        found = self._observed_codes()
+        for var, h in zip(self.spec.by, hiers):
+            self._dimension(var, h, found[var])
+        raise AssertionError("rows lost in tabulation without an invalid code")  # pragma: no cover
+
     def _dimensions_from_result(
         self, result: pa.Table, gid: np.ndarray, groups: Sequence[Sequence[str]],
         hiers: Sequence[Hierarchy | None], n_rows: int,
@@ -393,16 +430,12 @@ class _Plan:
         counts = to_numpy(result.column("count"))
         grand = int(counts[total_rows][0]) if total_rows.any() else 0
         if grand != n_rows:
-            # Rows lost in a hierarchy join: unknown codes or missing values. Find them properly.
-            found = self._observed_codes()
-            for var, h in zip(self.spec.by, hiers):
-                self._dimension(var, h, found[var])
-            raise AssertionError("rows lost in tabulation without an invalid code")  # pragma: no cover
+            self._find_lost_rows(hiers)
         dims = []
         bit = n_bits
         for i, (var, h, alts) in enumerate(zip(self.spec.by, hiers, groups)):
             bit -= len(alts)
-            if h is not None and h.max_depth > 1:
+            if h is not None:
                 dims.append(Dimension(var, h))
                 continue
             only_this = gid == ((1 << n_bits) - 1) ^ (1 << bit)

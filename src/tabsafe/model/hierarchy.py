@@ -199,7 +199,7 @@ class Hierarchy:
         """
         import yaml
 
-        from tabsafe.io import load_yaml
+        from tabsafe._yaml import load_yaml
 
         path = Path(path)
         try:

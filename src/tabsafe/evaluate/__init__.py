@@ -1,0 +1,2 @@
+"""Evaluation: what a protection costs in information and leaves in risk (summaries, measures,
+plots, reports)."""

@@ -204,6 +204,12 @@ class Method:
         """What tabulation must provide (keys, sums, microdata)."""
         return Needs()
 
+    def memory_estimate(self, table: Table) -> int:
+        """Bytes the method needs on ``table`` by its memory model (checked against the job's
+        budget before it starts; :mod:`tabsafe.memory`). The default fits methods that keep a few
+        arrays per stored cell; methods that work on the whole grid or build programs say more."""
+        return table.n_stored * (16 + 8 * len(table.value_columns)) * 3
+
     def _seed(self, seed: int | None) -> int | None:
         seed = check_seed(seed)
         if not self.random:
@@ -222,7 +228,10 @@ class TableMethod(Method):
 
         if not isinstance(table, Table):
             raise InputError(f"method {self.name!r} protects a Table; got {type(table).__name__}")
+        from tabsafe import memory
+
         used = self._seed(seed)
+        memory.check(f"method {self.name!r} on {table.n_cells:,} cells", self.memory_estimate(table))
         out = self.apply(table, used)
         if not isinstance(out, Outcome):
             raise TypeError(f"method {self.name!r}: apply() must return an Outcome")

@@ -82,8 +82,11 @@ class Chain:
             seed = draw_seed()
         seeds = step_seeds(seed, len(self.methods))
         reports: list[Report] = []
+        from tabsafe import progress
+
         for m, s in zip(self.methods, seeds):
             if isinstance(m, MicrodataMethod):
+                progress.report("protection", method=m.name)
                 if not isinstance(data, Microdata):
                     raise InputError(f"method {m.name!r} needs microdata, not inner cells")
                 result = m.perturb(data, seed=s)
@@ -103,7 +106,10 @@ class Chain:
         first: Protection | None = None
         current: Protection | None = None
         reports = list(before)
+        from tabsafe import progress
+
         for m, s in zip(steps, seeds):
+            progress.report("protection", method=m.name, cells=table.n_cells)
             if current is None:
                 current = first = m.protect(table, seed=s)
             else:

@@ -16,7 +16,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from tabsafe.errors import TabsafeError, as_flag
+from tabsafe.errors import InputError, TabsafeError, as_flag
 
 #: command -> (module with add_arguments/run, one-line help). Modules load only when used.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -58,19 +58,57 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
         p.set_defaults(_module=module)
         if name == wanted:
             importlib.import_module(module).add_arguments(p, argv)
+            _add_job_arguments(p)
     return parser
+
+
+def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options every command has: feedback and the memory budget."""
+    g = parser.add_argument_group("job")
+    g.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    g.add_argument("--log-json", metavar="FILE",
+                   help="append one JSON line per progress event to FILE (machine-readable log)")
+    g.add_argument("--memory-limit", metavar="SIZE",
+                   help="memory the job may use, e.g. 8GB (default: half of the machine); larger jobs are refused")
+
+
+def _run(mod: object, args: argparse.Namespace) -> int:
+    """Run a command with its feedback (progress on a terminal, JSON log) and memory budget."""
+    import contextlib
+    import io
+
+    from tabsafe import memory, progress
+
+    listeners: list[progress.Listener] = []
+    if not args.quiet and sys.stderr.isatty():
+        listeners.append(progress.Terminal())
+    with contextlib.ExitStack() as stack:
+        if args.log_json:
+            try:
+                stream = open(args.log_json, "a", encoding="utf-8")  # appended: a log never loses lines
+            except OSError as exc:
+                raise InputError(f"cannot open the log: {exc.strerror}", where=args.log_json) from None
+            listeners.append(progress.JsonLines(stream))
+        if args.quiet:
+            stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+        stack.enter_context(memory.limited(args.memory_limit))
+        stack.enter_context(progress.reporting(*listeners))
+        return int(mod.run(args) or 0)  # type: ignore[attr-defined]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(argv)
-        args = parser.parse_args(argv)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help, --version, or a usage error already printed in one line
+            return exc.code if isinstance(exc.code, int) else 2
         if args.command is None:
             parser.print_help()
             return 2
         mod = importlib.import_module(args._module)
-        return int(mod.run(args) or 0)
+        return _run(mod, args)
     except TabsafeError as exc:
         print(f"tabsafe: error: {exc.render(as_flag)}", file=sys.stderr)
         return exc.exit_code

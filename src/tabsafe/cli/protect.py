@@ -50,7 +50,6 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
     parser.add_argument("--evaluation", metavar="FILE",
                         help="also write the evaluation values (originals, keys, statuses): a private file")
     parser.add_argument("--report", metavar="FILE.json", help="also write the method's report as JSON")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     classes = []
     for name in _methods_in(list(argv)):
         try:

@@ -20,7 +20,6 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
     parser.add_argument("--key-modulus", type=int, metavar="M",
                         help="ABS integer keys 0..M-1: the cell key is their sum mod M")
     add_output_arguments(parser, keep_original=False)
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -53,7 +53,7 @@ class DuckDBEngine:
 
     Attributes:
         threads: worker threads (``None``: DuckDB's default, one per core).
-        memory_limit: e.g. ``"4GB"``; ``None`` keeps DuckDB's default (80% of the machine).
+        memory_limit: e.g. ``"4GB"``; ``None``: the job's memory budget (:mod:`tabsafe.memory`).
     """
 
     threads: int | None = None
@@ -110,8 +110,12 @@ class _Session:
                 directories.append(str(Path(path).parent))
             else:
                 allowed.append(path)
+        from tabsafe import memory
+
+        # the engine works within the job's budget, spilling to a private folder beyond it
+        limit = engine.memory_limit or f"{max(256, memory.limit() // 2**20)}MB"
         self.con = connect(allowed=allowed, directories=directories, threads=engine.threads,
-                           memory_limit=engine.memory_limit, temp_directory=self._tmp)
+                           memory_limit=limit, temp_directory=self._tmp)
         try:
             if isinstance(source, FileSource):
                 path = os.path.abspath(source.path)

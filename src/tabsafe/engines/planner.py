@@ -353,7 +353,11 @@ class _Plan:
             outer = ", ".join(self.q(n) for n in names)
             sql = (f"SELECT {' + '.join(terms)} AS _ts_id, {outer} FROM ({sql}) t"
                    + (f" WHERE {' AND '.join(keeps)}" if keeps else ""))
+        from tabsafe import progress
+
+        progress.report("tabulation", variables=" × ".join(self.spec.by), grouping_sets=len(sets))
         result = self.s.run(sql)
+        progress.report("tabulation", variables=" × ".join(self.spec.by), result_rows=result.num_rows)
 
         if known:
             assert dims is not None or all(h is not None for h in hiers)

@@ -1,0 +1,100 @@
+"""What every command does besides its job: feedback, memory budget, seeds, outputs checked first."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import stat
+
+import pytest
+
+from tabsafe import progress
+from tabsafe.cli import main
+
+
+def run(args: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main([str(a) for a in args])
+    out = capsys.readouterr()
+    return code, out.out, out.err
+
+
+def test_log_json_is_one_object_per_line_and_quiet_prints_nothing(small_census, tmp_path, capsys) -> None:
+    log = tmp_path / "log.jsonl"
+    code, out, err = run(["tabulate", small_census.persons, "--by", "area,sex", "--out", tmp_path / "t.csv",
+                          "--log-json", log, "--quiet"], capsys)
+    assert code == 0 and out == "" and err == ""
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    assert events and all({"t", "what"} <= set(e) for e in events)
+    assert {e["what"] for e in events} >= {"tabulation"}
+
+
+def test_terminal_display_redraws_one_line_and_clears_it() -> None:
+    stream = io.StringIO()
+    term = progress.Terminal(stream)
+    with progress.reporting(term):
+        progress.report("solver", done=3, total=10, objective=12.5)
+    text = stream.getvalue()
+    assert "solver: [######..............] 3/10 objective 12.5" in text and text.endswith("\r")
+    assert "\n" not in text
+
+
+def test_a_job_over_the_memory_budget_is_refused_before_it_starts(small_census, tmp_path, capsys) -> None:
+    out = tmp_path / "r.csv"
+    code, _, err = run(["protect", small_census.persons, "--by", "area,age,sex", "--method", "ckm", "--max-noise", "3",
+                        "--variance", "2", "--out", out, "--memory-limit", "10KB"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "more than the limit of 10 KB" in err and "--memory-limit" in err
+    assert not out.exists()
+
+
+def test_a_random_method_without_seed_draws_and_records_one_that_reproduces_the_release() -> None:
+    from tabsafe.pipeline import Chain
+    from tabsafe.testing.contract import example_table
+    from tests.contract.test_contract_catches import Noise
+
+    chain = Chain((Noise(),))
+    table = example_table(Noise())
+    first = chain.protect(table, seeds=[None])
+    assert isinstance(first.report.seed, int)
+    again = chain.protect(table, seeds=[first.report.seed])
+    assert (first.release.table.column("count") == again.release.table.column("count")).all()
+
+
+def test_outputs_are_checked_before_any_work_and_inputs_never_overwritten(small_census, tmp_path, capsys) -> None:
+    data = tmp_path / "in.csv"
+    data.write_text("sex,n\n1,3\n2,4\n")
+    before = data.read_bytes()
+    code, _, err = run(["tabulate", "--table", data, "--count", "n", "--by", "sex", "--out", data], capsys)
+    assert code == 2 and "input of this command" in err and data.read_bytes() == before
+    # two outputs on one path: refused, nothing written
+    rel = tmp_path / "r.csv"
+    code, _, err = run(["protect", small_census.persons, "--by", "sex", "--method", "ckm", "--max-noise", "3",
+                        "--variance", "2", "--out", rel, "--evaluation", rel], capsys)
+    assert code == 2 and "another output" in err and not rel.exists()
+    # an output in a missing folder fails before the release is written
+    code, _, err = run(["protect", small_census.persons, "--by", "sex", "--method", "ckm", "--max-noise", "3",
+                        "--variance", "2", "--out", rel, "--report", tmp_path / "nodir" / "r.json"], capsys)
+    assert code == 2 and "does not exist" in err and not rel.exists()
+
+
+def test_release_files_follow_the_umask_and_evaluation_files_are_private(small_census, tmp_path, capsys) -> None:
+    old = os.umask(0o022)
+    try:
+        rel, ev = tmp_path / "r.csv", tmp_path / "e.parquet"
+        code, _, _ = run(["protect", small_census.persons, "--by", "sex", "--method", "ckm", "--max-noise", "3",
+                          "--variance", "2", "--out", rel, "--evaluation", ev], capsys)
+    finally:
+        os.umask(old)
+    assert code == 0
+    assert stat.S_IMODE(rel.stat().st_mode) == 0o644
+    assert stat.S_IMODE(ev.stat().st_mode) == 0o600
+    header = rel.read_text().splitlines()[0]
+    assert "original" not in header and "ckey" not in header
+
+
+@pytest.mark.parametrize("bad", [["--by", "area,,sex"], ["--by", "sex", "--max-cells", "-1"],
+                                 ["--by", "sex", "--sum", "sex"], ["--by", "sex", "--sum", "area"]])
+def test_wrong_answers_without_an_error_are_errors(small_census, tmp_path, capsys, bad) -> None:
+    out = tmp_path / "t.csv"
+    code, _, err = run(["tabulate", small_census.persons, *bad, "--out", out], capsys)
+    assert code == 2 and err.count("\n") == 1 and not out.exists()

@@ -27,7 +27,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tabsafe._arrow import from_numpy, strings, to_numpy
 from tabsafe._arrow import table as arrow_table
@@ -380,6 +379,8 @@ class _Plan:
             for i, (d, stride) in enumerate(zip(dims, strides)):
                 if hiers[i] is None:
                     # Codes → display positions; not grouped means the total, at position 0.
+                    import pyarrow.compute as pc  # only for codelists taken from the data
+
                     pos = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(d.hierarchy.order)), fill=0)
                 else:
                     levels = [to_numpy(result.column(c), fill=0) for c in aliases[i]]

@@ -407,6 +407,15 @@ def test_cli_every_output_is_checked_first(tmp_path: Path, capsys: pytest.Captur
     assert lines == [] and files_in(tmp_path) == []
 
 
+def test_cli_checks_outputs_before_generating(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an infeasible parameter set and a bad plot path: the path is refused first (exit 2), the
+    # optimiser never runs (it would fail with exit 3)
+    code, lines, err = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", tmp_path / "pt.csv",
+                            "--plot", tmp_path / "no" / "pt.png"], capsys)
+    assert code == 2 and "output folder does not exist" in err
+    assert lines == [] and files_in(tmp_path) == []
+
+
 def test_cli_infeasible_leaves_no_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, lines, err = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", tmp_path / "pt.csv",
                             "--plot", tmp_path / "pt.png", "--report", tmp_path / "pt.json"], capsys)

@@ -66,7 +66,8 @@ class CellKeyMethod(TableMethod):
         ptable: p-table file (CSV i,j,p,v,p_int_lb,p_int_ub or the tau-ARGUS layout), instead of
             the p-table parameters.
         max_noise: D, the largest absolute noise of the generated p-table.
-        variance: V, the noise variance of the generated p-table.
+        variance: V, the noise variance of the generated p-table (an upper bound: rows whose
+            targets cannot spread that far are named, with the variance reached, in the notes).
         js: perturbed values 1..js never occur.
         pstay: lower bound of the probability of no change.
         key: the record-key column the cell keys are summed from.

@@ -1,2 +1,11 @@
-"""Evaluation: what a protection costs in information and leaves in risk (summaries, measures,
-plots, reports)."""
+"""Evaluation: what a protection costs in information and leaves in risk, shown for the people
+who choose a method and its parameters.
+
+Modules here read original tables, protection results and p-tables and summarise, measure or
+draw them; nothing here protects anything, and nothing on the protection path imports this
+package.
+
+* :mod:`~tabsafe.evaluate.summary` — risk summaries of original tables (small cells, zeros).
+* :mod:`~tabsafe.evaluate.ptable_plot` — a p-table's noise distribution, one panel per original
+  value (matplotlib, imported when a plot is drawn).
+"""

@@ -66,7 +66,8 @@ class CellKeyMethod(TableMethod):
         ptable: p-table file (CSV i,j,p,v,p_int_lb,p_int_ub or the tau-ARGUS layout), instead of
             the p-table parameters.
         max_noise: D, the largest absolute noise of the generated p-table.
-        variance: V, the noise variance of the generated p-table.
+        variance: V, the noise variance of the generated p-table (an upper bound: rows whose
+            targets cannot spread that far are named, with the variance reached, in the notes).
         js: perturbed values 1..js never occur.
         pstay: lower bound of the probability of no change.
         key: the record-key column the cell keys are summed from.
@@ -100,7 +101,7 @@ class CellKeyMethod(TableMethod):
     mag_variance: float = parameter(1.0, check=Real(min=0, min_open=True))
 
     def validate(self) -> None:
-        from tabsafe.protect.ptable import PTable, PTableParams, generate_ptable
+        from tabsafe.protect.ptable import PTable, PTableParams
 
         generated = self.max_noise is not None or self.variance is not None
         if self.ptable is not None and generated:
@@ -115,6 +116,9 @@ class CellKeyMethod(TableMethod):
         elif self.ptable is not None:
             table = PTable.from_file(self.ptable)
         else:
+            # only a generated p-table needs the optimiser (and scipy); a file is read with numpy
+            from tabsafe.protect.ptable.maxent import generate_ptable
+
             table = generate_ptable(PTableParams(max_noise=int(self.max_noise),  # type: ignore[arg-type]
                                                  variance=float(self.variance),  # type: ignore[arg-type]
                                                  js=self.js, pstay=self.pstay))
@@ -166,7 +170,6 @@ class CellKeyMethod(TableMethod):
             perturb_magnitudes,
             perturbed_mean,
         )
-        from tabsafe.protect.ptable import PTableParams, generate_ptable
 
         if not table.has("ckey"):
             raise InputError("the cell key method needs a table tabulated with record keys (a 'ckey' column)")
@@ -194,7 +197,14 @@ class CellKeyMethod(TableMethod):
             "mean_abs_noise": round(float(np.abs(noise).sum()) / n, 4) if n else 0.0,
             "max_abs_noise": int(np.abs(noise).max(initial=0)),
         }
+        notes = ["margins are perturbed as cells of their own: the table is not additive"]
+        shortfall = ptable.shortfall()
+        if shortfall:
+            notes.append(shortfall)
         if self.magnitude:
+            from tabsafe.protect.ptable import PTableParams
+            from tabsafe.protect.ptable.maxent import generate_ptable
+
             col = f"sum_{self.magnitude}"
             values = table.column(col)
             mag = MagnitudeParams(
@@ -212,5 +222,5 @@ class CellKeyMethod(TableMethod):
             )
         return Outcome(
             cells=table, release=release, evaluation=evaluation, figures=figures,
-            notes=("margins are perturbed as cells of their own: the table is not additive",),
+            notes=tuple(notes),
         )

@@ -69,6 +69,35 @@ class Solution:
         return self.x is not None
 
 
+_banner_shown = False
+
+
+def _highs() -> highspy.Highs:
+    """A HiGHS instance. HiGHS prints a banner to the process's stdout when the first instance
+    is made, whatever its options: that first one is made with stdout pointed at /dev/null, so a
+    command's stdout carries only what tabsafe says (a release piped on, a JSON answer)."""
+    global _banner_shown
+    if _banner_shown:
+        return highspy.Highs()
+    import ctypes
+    import os
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        h = highspy.Highs()
+        ctypes.CDLL(None).fflush(None)  # the banner sits in C's buffer until flushed
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(devnull)
+    _banner_shown = True
+    return h
+
+
 def _model(lp: LinearProgram, inf: float, *, integer: bool = True) -> highspy.HighsLp:
     """The HiGHS form of ``lp`` (integrality dropped when ``integer`` is false)."""
 
@@ -148,7 +177,7 @@ def solve(
         lp_method: ``"ipm"`` (interior point: about 3× faster than dual simplex on the LP
             relaxations of large tables) or ``"simplex"``; HiGHS chooses otherwise.
     """
-    h = highspy.Highs()
+    h = _highs()
     h.setOptionValue("output_flag", False)
     if threads:
         h.setOptionValue("threads", int(threads))
@@ -196,7 +225,7 @@ class ExtremeSolver:
     """
 
     def __init__(self, A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
-        self._h = highspy.Highs()
+        self._h = _highs()
         for key, value in (("output_flag", False), ("threads", 1), ("presolve", "off"), ("simplex_strategy", 4)):
             self._h.setOptionValue(key, value)
         n = A.shape[1]

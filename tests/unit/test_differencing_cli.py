@@ -95,7 +95,7 @@ BAD: list[tuple[str, Any, str]] = [
     ("no tables", {**SPEC, "tables": []}, "'tables' must be a non-empty list"),
     ("no data", {k: v for k, v in SPEC.items() if k != "data"}, "the spec needs 'data'"),
     ("missing data file", {**SPEC, "data": "nope.csv"}, "no such data file"),
-    ("bad threshold", {**SPEC, "threshold": 0}, "threshold must be an integer >= 1, got 0"),
+    ("bad threshold", {**SPEC, "threshold": 0}, "'threshold' must be an integer >= 1, got 0"),
     ("duplicate table", {**SPEC, "tables": [SPEC["tables"][0]] * 2}, "table name 'Table 5.11' appears twice"),
     ("unknown variable", {**SPEC, "tables": [{"name": "t", "by": ["hourz"]}]}, "unknown variable 'hourz'"),
     ("unknown code", {**SPEC, "tables": [{"name": "t", "by": ["sex"], "where": {"sex": ["X"]}}]},

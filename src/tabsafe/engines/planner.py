@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,13 +34,14 @@ from tabsafe._arrow import from_numpy, strings, to_numpy
 from tabsafe._arrow import table as arrow_table
 from tabsafe.engines.base import SOURCE, Dialect, Engine, Session
 from tabsafe.errors import InputError, TooLargeError, param
+from tabsafe.model import filter as _filter
 from tabsafe.model.filter import compile_sql
 from tabsafe.model.hierarchy import TOTAL, Hierarchy
 from tabsafe.model.microdata import InnerCells, Microdata
-from tabsafe.model.spec import TableSpec
+from tabsafe.model.spec import DEFAULT_MAX_CELLS, TableSpec
 from tabsafe.model.table import Dimension, Table
 
-__all__ = ["natural_key", "tabulate_with"]
+__all__ = ["GroupedCounts", "grouped_counts", "natural_key", "tabulate_with"]
 
 
 def natural_key(code: str) -> tuple[Any, ...]:
@@ -57,6 +59,63 @@ def tabulate_with(engine: Engine, data: Microdata | InnerCells, spec: TableSpec)
     session = engine.open(data.source)
     try:
         return _Plan(session, engine.dialect, data, spec, engine.name).run()
+    finally:
+        session.close()
+
+
+@dataclass(frozen=True, eq=False)
+class GroupedCounts:
+    """The occurring combinations of some variables and their counts: inner cells, no margins.
+
+    Attributes:
+        variables: the grouped variables, in the order asked for.
+        codes: per variable, its codelist in the engine's order (the declared codelist's leaves,
+            else the codes found in the whole data sorted by :func:`natural_key`).
+        kinds: per variable, the source column's kind (``"text"``, ``"integer"``, ``"number"``).
+        positions: ``(groups, variables)`` int64: each group's code positions in ``codes``;
+            groups are sorted by these positions (row-major) and all have a count above zero.
+        counts: records per group (microdata) or the summed count column (inner cells).
+    """
+
+    variables: tuple[str, ...]
+    codes: tuple[tuple[str, ...], ...]
+    kinds: tuple[str, ...]
+    positions: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GroupSpec:
+    """What :class:`_Plan` reads of a :class:`TableSpec`, for a grouping without margins
+    (which may group by no variable at all, unlike a table)."""
+
+    by: tuple[str, ...]
+    where: Any = None
+    hierarchies: Mapping[str, Hierarchy] = field(default_factory=dict)
+    sums: tuple[str, ...] = ()
+    key: None = None
+    max_cells: int = DEFAULT_MAX_CELLS
+
+
+def grouped_counts(engine: Engine, data: Microdata | InnerCells, variables: Sequence[str], *,
+                   where: Any = None) -> GroupedCounts:
+    """The combinations of ``variables`` that occur in ``data`` (after the filter ``where``) and
+    their counts, in one engine pass: the inner cells of the table they span, without margins.
+
+    Validated as :func:`tabulate_with` validates a table — columns exist, no missing or blank
+    values, no code named like the total, every code in its declared codelist, and for inner
+    cells whole non-negative counts and no combination twice — so every method that reads
+    counts (the differencing audit, seed 000 §5.2) sees the same codes in the same order as
+    the tables it is given.
+    """
+    variables = tuple(variables)
+    if len(set(variables)) != len(variables):
+        dup = next(v for i, v in enumerate(variables) if v in variables[:i])
+        raise InputError(f"variable {dup!r} is grouped twice")
+    spec = _GroupSpec(by=variables, where=_filter.coerce(where, where="where"))
+    session = engine.open(data.source)
+    try:
+        return _Plan(session, engine.dialect, data, spec, engine.name).grouped()  # type: ignore[arg-type]
     finally:
         session.close()
 
@@ -104,6 +163,61 @@ class _Plan:
         if self.spec.key is not None:
             self._check_keys()
         return self._aggregate(declared, dims, n_rows)
+
+    def grouped(self) -> GroupedCounts:
+        """The inner cells only (see :func:`grouped_counts`): one GROUP BY, validated."""
+        self.columns = dict(self.s.columns())
+        by = self.spec.by
+        missing = [v for v in by if v not in self.columns]
+        if missing:
+            have = list(self.columns)
+            shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+            raise InputError(f"unknown variable {missing[0]!r}: not a column of the data (the data have: {shown})",
+                             where=self.where_src)
+        self._check_columns()
+        self.filter_sql = (
+            compile_sql(self.spec.where, self.d.filter_dialect(), self.columns, where=self.where_src)
+            if self.spec.where is not None else None
+        )
+        n_rows = int(to_numpy(self.s.run(f"SELECT count(*) AS n FROM {SOURCE}").column(0))[0])
+        if n_rows == 0:
+            raise InputError("the data have no records", where=self.where_src)
+        declared = {v: self._declared(v) for v in by}
+        dims: list[Dimension] | None = None
+        if by and (self.filter_sql is not None or isinstance(self.data, InnerCells)):
+            # The grouping only sees selected rows (and inner cells' counts are checked before
+            # they are summed): validate the whole data set in a pass of its own.
+            found = self._observed_codes()
+            dims = [self._dimension(v, declared[v], found[v]) for v in by]
+        if isinstance(self.data, InnerCells):
+            self._check_inner_cells(dims or [])
+            measure = f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"
+        else:
+            measure = "count(*)"
+        exprs = [self._text(v) for v in by]
+        select = [f"{e} AS d{i}" for i, e in enumerate(exprs)] + [f"{measure} AS n", "count(*) AS _ts_rows"]
+        where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        group = f"GROUP BY {', '.join(exprs)}" if exprs else ""
+        result = self.s.run(f"SELECT {', '.join(select)} FROM {SOURCE} {where} {group}")
+        counts = to_numpy(result.column("n"), fill=0).astype(np.int64, copy=False)
+        if dims is None:
+            # Without a filter the groups hold every row: their codes are the observed codes.
+            dims = []
+            for i, v in enumerate(by):
+                per_code = result.group_by(f"d{i}").aggregate([("_ts_rows", "sum")])
+                found = dict(zip(per_code.column(f"d{i}").to_pylist(), per_code.column("_ts_rows_sum").to_pylist()))
+                dims.append(self._dimension(v, declared[v], found))
+        codes = tuple(tuple(d.hierarchy.leaves) for d in dims)
+        positions = np.zeros((result.num_rows, len(by)), dtype=np.int64)
+        for i, leaves in enumerate(codes):
+            positions[:, i] = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(list(leaves))),
+                                       fill=-1)
+        # the filter may select nothing; a group of explicit zero inner cells is no combination
+        keep = counts > 0
+        positions, counts = positions[keep], counts[keep]
+        order = np.lexsort(positions.T[::-1]) if by else np.arange(len(counts))
+        return GroupedCounts(variables=by, codes=codes, kinds=tuple(self.columns[v] for v in by),
+                             positions=positions[order], counts=counts[order])
 
     # ------------------------------------------------------------------ resolving
     def _declared(self, var: str) -> Hierarchy | None:
@@ -237,6 +351,8 @@ class _Plan:
             raise InputError(f"{col} has {_plural(bad['c'], 'negative count')} (e.g. {bad['e']:g})", where=self.where_src)
         if bad["d"]:
             raise InputError(f"{col} has {_plural(bad['d'], 'fractional count')} (e.g. {bad['f']:g})", where=self.where_src)
+        if not dims:  # a single total: no combination can repeat
+            return
         keys = ", ".join(self._text(d.variable) for d in dims)
         dup = self.s.run(
             f"SELECT {keys}, count(*) AS n FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1 ORDER BY n DESC LIMIT 1"

@@ -104,9 +104,10 @@ def grouped_counts(engine: Engine, data: Microdata | InnerCells, variables: Sequ
 
     Validated as :func:`tabulate_with` validates a table — columns exist, no missing or blank
     values, no code named like the total, every code in its declared codelist, and for inner
-    cells whole non-negative counts and no combination twice — so every method that reads
-    counts (the differencing audit, seed 000 §5.2) sees the same codes in the same order as
-    the tables it is given.
+    cells whole non-negative counts and no row repeating another in every column but the
+    count — so every method that reads counts (the differencing audit, seed 000 §5.2) sees the
+    same codes in the same order as the tables it is given. Inner cells classified by more
+    variables than ``variables`` are summed over the others.
     """
     variables = tuple(variables)
     if len(set(variables)) != len(variables):
@@ -152,7 +153,7 @@ class _Plan:
             dims = [self._dimension(v, declared[v], found[v]) for v in self.spec.by]
             self._check_size([len(d) for d in dims])
             if isinstance(self.data, InnerCells):
-                self._check_inner_cells(dims)
+                self._check_inner_cells([d.variable for d in dims])
         else:
             # Without a filter the single-variable grouping sets of the main pass are exactly the
             # observed codes, so the codelist check costs no extra pass (see _aggregate).
@@ -190,7 +191,9 @@ class _Plan:
             found = self._observed_codes()
             dims = [self._dimension(v, declared[v], found[v]) for v in by]
         if isinstance(self.data, InnerCells):
-            self._check_inner_cells(dims or [])
+            # a combination repeats when it repeats in every column but the count: rows that
+            # differ in a column not grouped here are summed, as margins of the inner cells are
+            self._check_inner_cells([c for c in self.columns if c != self.data.count])
             measure = f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"
         else:
             measure = "count(*)"
@@ -327,7 +330,7 @@ class _Plan:
             )
         return Dimension(var, hierarchy)
 
-    def _check_inner_cells(self, dims: Sequence[Dimension]) -> None:
+    def _check_inner_cells(self, variables: Sequence[str]) -> None:
         assert isinstance(self.data, InnerCells)
         c = self.q(self.data.count)
         num = self.d.as_number(c)
@@ -351,9 +354,9 @@ class _Plan:
             raise InputError(f"{col} has {_plural(bad['c'], 'negative count')} (e.g. {bad['e']:g})", where=self.where_src)
         if bad["d"]:
             raise InputError(f"{col} has {_plural(bad['d'], 'fractional count')} (e.g. {bad['f']:g})", where=self.where_src)
-        if not dims:  # a single total: no combination can repeat
+        if not variables:  # a single total: no combination can repeat
             return
-        keys = ", ".join(self._text(d.variable) for d in dims)
+        keys = ", ".join(self._text(v) for v in variables)
         dup = self.s.run(
             f"SELECT {keys}, count(*) AS n FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1 ORDER BY n DESC LIMIT 1"
         ).to_pylist()
@@ -362,7 +365,7 @@ class _Plan:
                 f"SELECT count(*) AS k FROM (SELECT {keys} FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1) t"
             ).column(0)[0].as_py()
             row = list(dup[0].values())
-            cell = ", ".join(f"{d.variable}={v}" for d, v in zip(dims, row[:-1]))
+            cell = ", ".join(f"{var}={v}" for var, v in zip(variables, row[:-1]))
             raise InputError(
                 f"{_plural(n_dup, 'inner cell')} appear more than once, e.g. ({cell}) {row[-1]} times; "
                 "aggregate the table first",

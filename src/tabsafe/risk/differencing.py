@@ -651,12 +651,12 @@ def _test(spec: DifferencingSpec, sets: Mapping[str, _Sets], where: str) -> Call
         s = sets[base]
         if isinstance(node, flt.Compare) and node.op in _ORDER:
             if var in spec.derived:
-                raise InputError(f"{where}: '{node.to_text()}' orders the codes of {var!r}, which are sets of "
+                raise InputError(f"{where}: ({node.to_text()}) orders the codes of {var!r}, which are sets of "
                                  f"{base!r} codes, not numbers: compare {base!r} instead")
             x = node.value.number
             if x is None:
                 what = "is numeric" if s.numeric else "holds codes, which have no order"
-                raise InputError(f"{where}: '{node.to_text()}': {var!r} {what}; compare it with a number")
+                raise InputError(f"{where}: ({node.to_text()}): {var!r} {what}; compare it with a number")
             known = ~np.isnan(s.numbers)
             hit = _ORDER[node.op](np.where(known, s.numbers, 0.0), x)
             return hit & known, ~hit & known
@@ -697,7 +697,7 @@ def _filter_masks(spec: DifferencingSpec, node: flt.Filter | None, sets: Mapping
         bases = list(dict.fromkeys(_base_of(spec, v, sets, where) for v in part.variables))
         if len(bases) > 1:
             raise InputError(
-                f"{where}: the filter part '{part.to_text()}' ties {', '.join(map(repr, bases))} together; the "
+                f"{where}: the filter part ({part.to_text()}) ties {' and '.join(map(repr, bases))} together; the "
                 "audit needs an 'and' of conditions on one base variable each (write one table per box)")
         admitted, _ = _truth(part, test)
         out[bases[0]] = out[bases[0]] & admitted if bases[0] in out else admitted

@@ -345,7 +345,8 @@ def _blocks_release(tmp_path: Path, extra: dict[str, Any]) -> AuditResult:
     return _release(tmp_path, rows, {"threshold": 100, "max_order": 1, **extra})
 
 
-SOME_BLOCKS = [{"name": "all", "by": ["sex"]}, {"name": "some", "by": ["sex"], "where": "block in (A1, A3, A4, A5, A6, A7)"}]
+SOME_BLOCKS = [{"name": "all", "by": ["sex"]},
+               {"name": "some", "by": ["sex"], "where": {"block": ["A1", "A3", "A4", "A5", "A6", "A7"]}}]
 
 
 def test_codes_in_natural_order(tmp_path: Path) -> None:
@@ -356,7 +357,7 @@ def test_codes_in_natural_order(tmp_path: Path) -> None:
         f"{who}all but not block in {{A1, A3..A7}} (block in {{A2, A8..A10}})" for who in ("sex=M, ", "sex=F, ", "")]
     # the cells of a table by block come in the same order: one sliver per block, equal counts
     per_block = _blocks_release(tmp_path, {"tables": [{"name": "blocks", "by": ["block"]},
-                                                      {"name": "men", "by": ["block"], "where": "sex = M"}]})
+                                                      {"name": "men", "by": ["block"], "where": {"sex": ["M"]}}]})
     women = per_block.slivers[per_block.slivers["box"].map(lambda b: "block" in b)]
     assert women["outer"].tolist() == [f"blocks[block=A{i}]" for i in range(1, 11)]
     assert women["count"].tolist() == [4] * 10

@@ -181,10 +181,12 @@ def test_filter_language_where(release: Path, tmp_path: Path, capsys: pytest.Cap
     code, out, err = cli(["audit", spec], capsys)
     assert code == 0, err
     shown = [ln for ln in out.splitlines() if ln.startswith("  [")]
-    assert shown == ["  [pair; all; outside 20-24] 1 = all[sex=Total] (205) - outside 20-24[sex=Total] (204): "
-                     "all but not hours in {15, 30..75} (hours=22)",
-                     "  [pair; all; outside 20-24] 1 = all[sex=Male] (32) - outside 20-24[sex=Male] (31): "
-                     "sex=Male, all but not hours in {15, 30..75} (hours=22)"]
+    assert shown == [
+        "  [pair; all; outside 20-24] 1 = all[sex=Total] (205) - outside 20-24[sex=Total] (204): "
+        + "all but not hours in {15, 30..75} (hours=22)",
+        "  [pair; all; outside 20-24] 1 = all[sex=Male] (32) - outside 20-24[sex=Male] (31): "
+        + "sex=Male, all but not hours in {15, 30..75} (hours=22)",
+    ]
 
 
 def test_inner_cells_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

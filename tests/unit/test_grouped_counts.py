@@ -114,6 +114,8 @@ def test_unknown_variables_are_named() -> None:
         lambda: grouped_counts(ENGINE, data, ["a", "c"]))
     assert "unknown variable 'c'" in _error(lambda: grouped_counts(ENGINE, data, ["a"], where="c = 1"))
     assert "'a' is grouped twice" in _error(lambda: grouped_counts(ENGINE, data, ["a", "a"]))
+    cells = InnerCells.from_frame(pd.DataFrame({"a": ["x"], "n": [1]}), count="m")
+    assert "no count column 'm' in the data" in _error(lambda: grouped_counts(ENGINE, cells, ["a"]))
 
 
 def test_audit_of_a_census_release_counts_the_records(small_census: SynthResult, tmp_path: Path) -> None:

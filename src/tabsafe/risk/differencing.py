@@ -235,10 +235,12 @@ class DifferencingSpec:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> DifferencingSpec:
         """Read a SPEC file (format in the module docstring); paths are relative to it."""
+        from tabsafe.io import load_yaml, read_meta
+
         path = Path(path)
         where = str(path)
         try:
-            raw = yaml.load(path.read_text(encoding="utf-8"), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+            raw = load_yaml(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise InputError("no such file", where=where) from None
         except IsADirectoryError:
@@ -279,8 +281,6 @@ class DifferencingSpec:
         files = [where]
         codelists: dict[str, Hierarchy] = {}
         if raw.get("meta") is not None:
-            from tabsafe.io import read_meta
-
             meta = raw["meta"]
             if not isinstance(meta, str):
                 raise InputError("'meta' must be a file name", where=where)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,13 +33,14 @@ from tabsafe._arrow import from_numpy, strings, to_numpy
 from tabsafe._arrow import table as arrow_table
 from tabsafe.engines.base import SOURCE, Dialect, Engine, Session
 from tabsafe.errors import InputError, TooLargeError, param
+from tabsafe.model import filter as _filter
 from tabsafe.model.filter import compile_sql
 from tabsafe.model.hierarchy import TOTAL, Hierarchy
 from tabsafe.model.microdata import InnerCells, Microdata
-from tabsafe.model.spec import TableSpec
+from tabsafe.model.spec import DEFAULT_MAX_CELLS, TableSpec
 from tabsafe.model.table import Dimension, Table
 
-__all__ = ["natural_key", "tabulate_with"]
+__all__ = ["GroupedCounts", "grouped_counts", "natural_key", "tabulate_with"]
 
 
 def natural_key(code: str) -> tuple[Any, ...]:
@@ -56,6 +58,64 @@ def tabulate_with(engine: Engine, data: Microdata | InnerCells, spec: TableSpec)
     session = engine.open(data.source)
     try:
         return _Plan(session, engine.dialect, data, spec, engine.name).run()
+    finally:
+        session.close()
+
+
+@dataclass(frozen=True, eq=False)
+class GroupedCounts:
+    """The occurring combinations of some variables and their counts: inner cells, no margins.
+
+    Attributes:
+        variables: the grouped variables, in the order asked for.
+        codes: per variable, its codelist in the engine's order (the declared codelist's leaves,
+            else the codes found in the whole data sorted by :func:`natural_key`).
+        kinds: per variable, the source column's kind (``"text"``, ``"integer"``, ``"number"``).
+        positions: ``(groups, variables)`` int64: each group's code positions in ``codes``;
+            groups are sorted by these positions (row-major) and all have a count above zero.
+        counts: records per group (microdata) or the summed count column (inner cells).
+    """
+
+    variables: tuple[str, ...]
+    codes: tuple[tuple[str, ...], ...]
+    kinds: tuple[str, ...]
+    positions: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GroupSpec:
+    """What :class:`_Plan` reads of a :class:`TableSpec`, for a grouping without margins
+    (which may group by no variable at all, unlike a table)."""
+
+    by: tuple[str, ...]
+    where: Any = None
+    hierarchies: Mapping[str, Hierarchy] = field(default_factory=dict)
+    sums: tuple[str, ...] = ()
+    key: None = None
+    max_cells: int = DEFAULT_MAX_CELLS
+
+
+def grouped_counts(engine: Engine, data: Microdata | InnerCells, variables: Sequence[str], *,
+                   where: Any = None) -> GroupedCounts:
+    """The combinations of ``variables`` that occur in ``data`` (after the filter ``where``) and
+    their counts, in one engine pass: the inner cells of the table they span, without margins.
+
+    Validated as :func:`tabulate_with` validates a table — columns exist, no missing or blank
+    values, no code named like the total, every code in its declared codelist, and for inner
+    cells whole non-negative counts and no row repeating another in every column but the
+    count — so every method that reads counts (the differencing audit, seed 000 §5.2) sees the
+    same codes in the same order as the tables it is given. Inner cells classified by more
+    variables than ``variables`` are summed over the others.
+    """
+    variables = tuple(variables)
+    if len(set(variables)) != len(variables):
+        dup = next(v for i, v in enumerate(variables) if v in variables[:i])
+        raise InputError(f"variable {dup!r} is grouped twice")
+    spec = _GroupSpec(by=variables, where=_filter.coerce(where, where="where"))
+    session = engine.open(data.source)
+    try:
+        return _Plan(session, engine.dialect, data, spec, engine.name).grouped()  # type: ignore[arg-type]
     finally:
         session.close()
 
@@ -92,7 +152,7 @@ class _Plan:
             dims = [self._dimension(v, declared[v], found[v]) for v in self.spec.by]
             self._check_size([len(d) for d in dims])
             if isinstance(self.data, InnerCells):
-                self._check_inner_cells(dims)
+                self._check_inner_cells([d.variable for d in dims])
         else:
             # Without a filter the single-variable grouping sets of the main pass are exactly the
             # observed codes, so the codelist check costs no extra pass (see _aggregate).
@@ -103,6 +163,71 @@ class _Plan:
         if self.spec.key is not None:
             self._check_keys()
         return self._aggregate(declared, dims, n_rows)
+
+    def grouped(self) -> GroupedCounts:
+        """The inner cells only (see :func:`grouped_counts`): one GROUP BY, validated."""
+        self.columns = dict(self.s.columns())
+        by = self.spec.by
+        missing = [v for v in by if v not in self.columns]
+        if missing:
+            have = list(self.columns)
+            shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+            raise InputError(f"unknown variable {missing[0]!r}: not a column of the data (the data have: {shown})",
+                             where=self.where_src)
+        if isinstance(self.data, InnerCells) and self.data.count not in self.columns:
+            raise InputError(f"no count column {self.data.count!r} in the data", where=self.where_src)
+        self.filter_sql = (
+            compile_sql(self.spec.where, self.d.filter_dialect(), self.columns, where=self.where_src)
+            if self.spec.where is not None else None
+        )
+        n_rows = int(to_numpy(self.s.run(f"SELECT count(*) AS n FROM {SOURCE}").column(0))[0])
+        if n_rows == 0:
+            raise InputError("the data have no records", where=self.where_src)
+        declared = {v: self._declared(v) for v in by}
+        dims: list[Dimension] | None = None
+        if by and (self.filter_sql is not None or isinstance(self.data, InnerCells)):
+            # The grouping only sees selected rows (and inner cells' counts are checked before
+            # they are summed): validate the whole data set in a pass of its own.
+            found = self._observed_codes()
+            dims = [self._dimension(v, declared[v], found[v]) for v in by]
+        if isinstance(self.data, InnerCells):
+            # a combination repeats when it repeats in every column but the count: rows that
+            # differ in a column not grouped here are summed, as margins of the inner cells are
+            self._check_inner_cells([c for c in self.columns if c != self.data.count])
+            measure = f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"
+        else:
+            measure = "count(*)"
+        exprs = [self._text(v) for v in by]
+        select = [f"{e} AS d{i}" for i, e in enumerate(exprs)] + [f"{measure} AS n", "count(*) AS _ts_rows"]
+        where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        group = f"GROUP BY {', '.join(exprs)}" if exprs else ""
+        result = self.s.run(f"SELECT {', '.join(select)} FROM {SOURCE} {where} {group}")
+        counts = to_numpy(result.column("n"), fill=0).astype(np.int64, copy=False)
+        if dims is None:
+            # Without a filter the groups hold every row: their codes are the observed codes.
+            dims = []
+            for i, v in enumerate(by):
+                per_code = result.group_by(f"d{i}").aggregate([("_ts_rows", "sum")])
+                found = dict(zip(per_code.column(f"d{i}").to_pylist(), per_code.column("_ts_rows_sum").to_pylist()))
+                dims.append(self._dimension(v, declared[v], found))
+        codes = tuple(tuple(d.hierarchy.leaves) for d in dims)
+        positions = np.zeros((result.num_rows, len(by)), dtype=np.int64)
+        for i, leaves in enumerate(codes):
+            positions[:, i] = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(list(leaves))),
+                                       fill=-1)
+        # the filter may select nothing; a group of explicit zero inner cells is no combination
+        keep = counts > 0
+        positions, counts = positions[keep], counts[keep]
+        sizes = [len(c) for c in codes]
+        if not by:
+            order = np.arange(len(counts))
+        elif float(np.prod(sizes, dtype=np.float64)) < 2.0**62:
+            # one mixed-radix key per group (as cell ids are): a single sort, far cheaper than lexsort
+            order = np.argsort(np.ravel_multi_index(tuple(positions.T), sizes), kind="stable")
+        else:
+            order = np.lexsort(positions.T[::-1])
+        return GroupedCounts(variables=by, codes=codes, kinds=tuple(self.columns[v] for v in by),
+                             positions=positions[order], counts=counts[order])
 
     # ------------------------------------------------------------------ resolving
     def _declared(self, var: str) -> Hierarchy | None:
@@ -212,7 +337,7 @@ class _Plan:
             )
         return Dimension(var, hierarchy)
 
-    def _check_inner_cells(self, dims: Sequence[Dimension]) -> None:
+    def _check_inner_cells(self, variables: Sequence[str]) -> None:
         assert isinstance(self.data, InnerCells)
         c = self.q(self.data.count)
         num = self.d.as_number(c)
@@ -236,7 +361,9 @@ class _Plan:
             raise InputError(f"{col} has {_plural(bad['c'], 'negative count')} (e.g. {bad['e']:g})", where=self.where_src)
         if bad["d"]:
             raise InputError(f"{col} has {_plural(bad['d'], 'fractional count')} (e.g. {bad['f']:g})", where=self.where_src)
-        keys = ", ".join(self._text(d.variable) for d in dims)
+        if not variables:  # a single total: no combination can repeat
+            return
+        keys = ", ".join(self._text(v) for v in variables)
         dup = self.s.run(
             f"SELECT {keys}, count(*) AS n FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1 ORDER BY n DESC LIMIT 1"
         ).to_pylist()
@@ -245,7 +372,7 @@ class _Plan:
                 f"SELECT count(*) AS k FROM (SELECT {keys} FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1) t"
             ).column(0)[0].as_py()
             row = list(dup[0].values())
-            cell = ", ".join(f"{d.variable}={v}" for d, v in zip(dims, row[:-1]))
+            cell = ", ".join(f"{var}={v}" for var, v in zip(variables, row[:-1]))
             raise InputError(
                 f"{_plural(n_dup, 'inner cell')} appear more than once, e.g. ({cell}) {row[-1]} times; "
                 "aggregate the table first",

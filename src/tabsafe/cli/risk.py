@@ -39,7 +39,6 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
                    help="rows/columns with units in at most M categories (default 1: 100%% cells) and their zeros")
     add_output_arguments(parser, keep_original=False)
     parser.add_argument("--summary", metavar="FILE.json", help="summary as JSON (default beside --out)")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
 
 
 def _number(name: str, text: str | None, *, integer: bool = False) -> Any:

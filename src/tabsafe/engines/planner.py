@@ -210,6 +210,8 @@ class _Plan:
                 per_code = result.group_by(f"d{i}").aggregate([("_ts_rows", "sum")])
                 found = dict(zip(per_code.column(f"d{i}").to_pylist(), per_code.column("_ts_rows_sum").to_pylist()))
                 dims.append(self._dimension(v, declared[v], found))
+        import pyarrow.compute as pc
+
         codes = tuple(tuple(d.hierarchy.leaves) for d in dims)
         positions = np.zeros((result.num_rows, len(by)), dtype=np.int64)
         for i, leaves in enumerate(codes):

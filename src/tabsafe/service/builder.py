@@ -394,14 +394,18 @@ class Builder:
         tried = 0
         while frontier and tried < self.limits.suggestion_tries:
             cost, _, q, changes = heapq.heappop(frontier)
+            tried += 1
             try:
                 outcome, r = self.evaluate(q)
             except TabsafeError:
-                continue
-            tried += 1
-            if outcome.passed:
-                return Suggestion(outcome.query, changes, outcome), tried
-            for c, text, q2 in moves(outcome.query, self.data):
+                # a query that does not resolve (an unknown code, too many cells) may still lead
+                # to one that does: keep searching from it
+                outcome, base = None, q
+            else:
+                if outcome.passed:
+                    return Suggestion(outcome.query, changes, outcome), tried
+                base = outcome.query
+            for c, text, q2 in moves(base, self.data):
                 k = q2.key()
                 if k not in seen:
                     seen.add(k)
@@ -415,7 +419,11 @@ def moves(query: Query, data: Prepared) -> list[tuple[int, str, Query]]:
     out: list[tuple[int, str, Query]] = []
     dims = list(query.dimensions)
     for i, d in enumerate(dims):
-        var = data.variables[d.variable]
+        var = data.variables.get(d.variable)
+        if var is None:
+            continue
+        if d.groups is None and d.level is None:
+            d = Dim(d.variable, level=var.hierarchy.max_depth, categories=d.categories, subtotals=d.subtotals)
         new: Dim | None = None
         text = ""
         if d.groups is not None:
@@ -424,8 +432,8 @@ def moves(query: Query, data: Prepared) -> list[tuple[int, str, Query]]:
         elif d.level is not None and d.level > 1:
             lv = d.level - 1
             cats = None
-            if d.categories is not None:
-                h = var.hierarchy
+            h = var.hierarchy
+            if d.categories is not None and all(c in h.position for c in d.categories):
                 up = [next(a for a in h.ancestors(c) if h.depth(a) <= lv) for c in d.categories]
                 cats = tuple(dict.fromkeys(up))
             new = Dim(d.variable, level=lv, categories=cats, subtotals=d.subtotals and lv > 1)
@@ -437,8 +445,8 @@ def moves(query: Query, data: Prepared) -> list[tuple[int, str, Query]]:
                                        query.measure, query.variable)))
     if query.area is not None and data.geography is not None:
         h = data.variables[data.geography].hierarchy
-        parents = tuple(dict.fromkeys(h.parents[c] for c in query.area))
-        if h.total in parents:
+        parents = tuple(dict.fromkeys(h.parents[c] for c in query.area if c in h.parents))
+        if h.total in parents or not parents:
             out.append((2, "the whole population instead of the area",
                         Query(query.dimensions, None, query.where, query.measure, query.variable)))
         else:

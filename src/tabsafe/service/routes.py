@@ -1,0 +1,134 @@
+"""The HTTP routes: thin shells over :class:`~tabsafe.service.builder.Builder` and the store."""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+from typing import Any, Literal
+
+from fastapi import APIRouter, Query as Param, Request
+from fastapi.responses import HTMLResponse, JSONResponse, Response
+
+from tabsafe.errors import TooLargeError
+from tabsafe.service.builder import Builder, Outcome, Refusal
+from tabsafe.service.deps import BuilderDep, KeyDep, QueryKeyDep, ServiceError, StoreDep
+from tabsafe.service.query import Query
+from tabsafe.service.schemas import Catalogue, ErrorResponse, Health, TableRequest, TableResponse
+
+TABLES = "/api/v1/tables"
+
+router = APIRouter(prefix="/api/v1")
+
+
+def _errors(*codes: int) -> dict[int | str, dict[str, Any]]:
+    return {c: {"model": ErrorResponse} for c in codes}
+
+
+@router.get("/health", response_model=Health, tags=["service"])
+def health() -> dict[str, str]:
+    """The service is up."""
+    return {"status": "ok"}
+
+
+@router.get("/catalogue", response_model=Catalogue, responses=_errors(401, 403), tags=["tables"])
+def catalogue(key: KeyDep, builder: BuilderDep) -> dict[str, Any]:
+    """Variables (codes, labels, hierarchy levels), numeric variables, the geography whose codes
+    are the building blocks of areas, and the release rules."""
+    return catalogue_of(builder)
+
+
+@router.post(
+    "/tables",
+    response_model=TableResponse,
+    responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}},
+               **_errors(401, 403, 409, 413, 422, 429)},
+    tags=["tables"],
+)
+def table(request: Request, body: TableRequest, key: QueryKeyDep, builder: BuilderDep, store: StoreDep,
+          format: Literal["json", "csv"] = Param("json", description="json, or csv to download")) -> Response:
+    """A protected table: every cell, margins included, protected by the configured methods
+    (the cell key method by default) — or, when a release rule refuses it, which rule, by how
+    much, and the nearest table that passes as a ready-to-send query (409)."""
+    raw = body.model_dump(exclude_none=True)
+    request.state.query = raw
+    query = Query.from_json(raw)
+    try:
+        result = builder.answer(query)
+    except TooLargeError as exc:
+        suggestion, _ = builder.suggest(query)
+        raise ServiceError(413, "too-large", exc.render(), extra=_suggestion(suggestion)) from None
+    if isinstance(result, Refusal):
+        first = result.outcome.failed[0]
+        store.audit(key=key, endpoint=TABLES, query=result.outcome.query.to_json(), status=409, outcome="refused",
+                    cells=result.outcome.cells, rules=[c.to_json() for c in result.outcome.checks],
+                    reason=first.rule)
+        raise ServiceError(409, "refused", f"rule {first.rule!r}: {first.message}", extra={
+            "rule": first.rule, "limit": first.limit, "value": first.value, "by": first.by,
+            "violations": [c.to_json() for c in result.outcome.failed], **_suggestion(result.suggestion)})
+    store.audit(key=key, endpoint=TABLES, query=result.query.to_json(), status=200, outcome="answered",
+                cells=result.cells, rules=[c.to_json() for c in result.checks])
+    return table_response(result, format)
+
+
+def _suggestion(s: Any) -> dict[str, Any]:
+    if s is None:
+        return {}
+    return {"suggestion": s.query.to_json(), "changes": list(s.changes)}
+
+
+def table_response(outcome: Outcome, fmt: str) -> Response:
+    payload = outcome.payload
+    assert payload is not None
+    if fmt == "csv":
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(payload["columns"])
+        w.writerows(["" if v is None else v for v in row] for row in payload["rows"])
+        names = "_".join(d.variable for d in outcome.query.dimensions)
+        return Response(buf.getvalue(), media_type="text/csv",
+                        headers={"Content-Disposition": f'attachment; filename="table_{names}.csv"'})
+    body = {"query": outcome.query.to_json(), **{k: payload[k] for k in ("dimensions", "columns", "rows")},
+            "rules": [c.to_json() for c in outcome.checks], "methods": payload["methods"], "notes": payload["notes"]}
+    return JSONResponse(body)
+
+
+def catalogue_of(builder: Builder) -> dict[str, Any]:
+    cached = getattr(builder, "_catalogue", None)
+    if cached is not None:
+        return cached
+    data = builder.data
+    variables = []
+    for v in data.variables.values():
+        h = v.hierarchy
+        variables.append({
+            "name": v.name,
+            "levels": [{"level": i, "name": n, "categories": len(v.at_level(i))}
+                       for i, n in enumerate(v.levels, start=1)],
+            "default_level": h.max_depth,
+            "recode_level": v.recode_level,
+            "codes": [{"code": c, "label": v.label(c), "level": h.depth(c),
+                       "parent": None if h.parents[c] == h.total else h.parents[c]} for c in h.order[1:]],
+        })
+    out = {
+        "variables": variables,
+        "numeric": [{"name": n.name, "label": n.label} for n in data.numeric.values()],
+        "geography": data.geography,
+        "measures": ["count", "sum", "mean"],
+        "rules": builder.rules.model_dump(),
+        "records": "persons",
+    }
+    builder._catalogue = out  # type: ignore[attr-defined]
+    return out
+
+
+web = APIRouter()
+_PAGE = Path(__file__).parent / "web" / "index.html"
+
+
+@web.get("/", include_in_schema=False)
+def page() -> HTMLResponse:
+    """The table builder page (one file; no network beyond this service)."""
+    return HTMLResponse(_PAGE.read_text(encoding="utf-8"), headers={
+        "Content-Security-Policy": "default-src 'self'; script-src 'unsafe-inline' 'self'; "
+                                   "style-src 'unsafe-inline' 'self'; img-src 'self' data:; connect-src 'self'"})

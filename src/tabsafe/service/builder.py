@@ -422,7 +422,7 @@ def moves(query: Query, data: Prepared) -> list[tuple[int, str, Query]]:
         var = data.variables.get(d.variable)
         if var is None:
             continue
-        if d.groups is None and d.level is None:
+        if d.groups is None and (d.level is None or not isinstance(d.level, int) or d.level < 1):
             d = Dim(d.variable, level=var.hierarchy.max_depth, categories=d.categories, subtotals=d.subtotals)
         new: Dim | None = None
         text = ""
@@ -430,7 +430,7 @@ def moves(query: Query, data: Prepared) -> list[tuple[int, str, Query]]:
             top = max(1, var.recode_level - 1)
             new, text = Dim(d.variable, level=top), f"{d.variable} at level {top} ({var.levels[top - 1]}) instead of groups"
         elif d.level is not None and d.level > 1:
-            lv = d.level - 1
+            lv = min(d.level, var.hierarchy.max_depth) - 1
             cats = None
             h = var.hierarchy
             if d.categories is not None and all(c in h.position for c in d.categories):

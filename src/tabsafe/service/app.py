@@ -126,8 +126,27 @@ def create_app(settings: Settings, *, data: Prepared | None = None) -> FastAPI:
 
     app.include_router(router)
     app.include_router(web)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     app.add_middleware(BodyLimit, limit=settings.limits.max_body_bytes)
     return app
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI schema, with the served data set's variable names as enums (a client and a
+    fuzzer see which variables exist; codes are in the catalogue)."""
+    if app.openapi_schema is None:
+        from fastapi.openapi.utils import get_openapi
+
+        schema = get_openapi(title=app.title, version=app.version, description=app.description, routes=app.routes)
+        data = app.state.builder.data
+        parts = schema.get("components", {}).get("schemas", {})
+        if "DimensionIn" in parts:
+            parts["DimensionIn"]["properties"]["variable"]["enum"] = list(data.variables)
+        if "TableRequest" in parts and data.numeric:
+            prop = parts["TableRequest"]["properties"]["variable"]
+            prop["anyOf"] = [{"type": "string", "enum": list(data.numeric)}, {"type": "null"}]
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def app_from_environment() -> FastAPI:

@@ -48,6 +48,9 @@ def test_same_query_same_numbers_also_after_restart_and_audit_survives(small_cen
     finally:
         server.stop()
     assert n_before == 5
+    # computed again after the restart, not read from the answers the first run kept
+    for f in (state / "prepared").glob("answers.sqlite*"):
+        f.unlink()
     server = Server(small_census.directory, config).start()
     try:
         after = [server.table(q, key) for q in (Q1, Q2)]
@@ -218,7 +221,8 @@ def test_keys_admin_lists_exports_and_verifies(served, small_census, tmp_path):
     assert rows and all("hash" in r for r in rows)
     assert key.split("_")[2] not in out.read_text()
     assert (out.stat().st_mode & 0o777) == 0o600
-    done = subprocess.run([*base, "verify"], capture_output=True, text=True)
+    done = subprocess.run([*base, "verify"], capture_output=True, text=True, check=False)
     assert done.returncode == 0 and "intact" in done.stdout
-    bad = subprocess.run([*base, "audit", "--out", str(tmp_path / "audit.txt")], capture_output=True, text=True)
+    bad = subprocess.run([*base, "audit", "--out", str(tmp_path / "audit.txt")], capture_output=True, text=True,
+                         check=False)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1

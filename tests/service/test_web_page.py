@@ -57,7 +57,7 @@ def test_keyboard_only_table_chart_and_csv(served, browser):
     server, key, _ = served
     driver, downloads = browser
     driver.get(server.url + "/")
-    focused = lambda: driver.execute_script("return document.activeElement && document.activeElement.id")  # noqa: E731
+    focused = lambda: driver.execute_script("return document.activeElement && document.activeElement.id")
 
     def keys(*k):
         ActionChains(driver).send_keys(*k).perform()

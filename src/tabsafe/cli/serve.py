@@ -39,8 +39,8 @@ def run(args: argparse.Namespace) -> int:
     where = f"http://{settings.host}:{settings.port}/"
     print(f"serving {data.n:,} records from {settings.data} at {where} "
           f"(API keys {'required' if settings.auth else 'off'}; {settings.workers} worker(s))", flush=True)
-    common = dict(host=settings.host, port=settings.port, log_level="warning" if not settings.debug else "debug",
-                  access_log=settings.access_log, server_header=False)
+    common = {"host": settings.host, "port": settings.port, "log_level": "debug" if settings.debug else "warning",
+              "access_log": settings.access_log, "server_header": False}
     if settings.workers == 1:
         from tabsafe.service.app import create_app
 

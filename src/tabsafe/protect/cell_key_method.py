@@ -14,6 +14,7 @@ magnitude over perturbed count (seed 000 §5.7, Tables 5.23/5.24), never over th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -166,8 +167,6 @@ class CellKeyMethod(TableMethod):
             perturb_magnitudes,
             perturbed_mean,
         )
-        from tabsafe.protect.ptable import PTableParams, generate_ptable
-
         if not table.has("ckey"):
             raise InputError("the cell key method needs a table tabulated with record keys (a 'ckey' column)")
         ptable = self.ptable_table
@@ -198,7 +197,7 @@ class CellKeyMethod(TableMethod):
             col = f"sum_{self.magnitude}"
             values = table.column(col)
             mag = MagnitudeParams(
-                ptable=generate_ptable(PTableParams(max_noise=self.mag_max_noise, variance=self.mag_variance, js=0)),
+                ptable=_magnitude_ptable(self.mag_max_noise, self.mag_variance),
                 fp=float(self.flex_point),  # type: ignore[arg-type]
                 p_small=self.p_small, p_large=self.p_large, key_digits=self.key_digits,
             )
@@ -214,3 +213,12 @@ class CellKeyMethod(TableMethod):
             cells=table, release=release, evaluation=evaluation, figures=figures,
             notes=("margins are perturbed as cells of their own: the table is not additive",),
         )
+
+
+@lru_cache(maxsize=32)
+def _magnitude_ptable(max_noise: int, variance: float) -> PTable:
+    """The magnitude p-table (js = 0), generated once per parameters: a table builder protects
+    many tables with the same method, and generating is a maximum-entropy solve per row."""
+    from tabsafe.protect.ptable import PTableParams, generate_ptable
+
+    return generate_ptable(PTableParams(max_noise=max_noise, variance=variance, js=0))

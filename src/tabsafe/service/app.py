@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tabsafe.errors import TabsafeError, TooLargeError
+from tabsafe.service.answers import AnswerCache, fingerprint
 from tabsafe.service.builder import Builder
 from tabsafe.service.deps import ServiceError
 from tabsafe.service.prepared import Prepared, open_prepared
@@ -72,6 +73,7 @@ def create_app(settings: Settings, *, data: Prepared | None = None) -> FastAPI:
     app.state.settings = settings
     app.state.builder = Builder(settings, data)
     app.state.store = Store(settings.store_path)
+    app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint))
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:

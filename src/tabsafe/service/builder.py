@@ -29,7 +29,7 @@ import heapq
 import threading
 from collections import OrderedDict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -45,6 +45,9 @@ from tabsafe.service.query import Dim, Query, Resolved, resolve
 
 #: above this many runs of records, an area is gathered into one index array first
 MAX_RUNS = 24
+#: the largest cube of leaf codes kept for whole-population tables, and all of them together
+LEAF_CUBE_CELLS = 1_500_000
+LEAF_CACHE_CELLS = 12_000_000
 
 
 @dataclass(frozen=True)
@@ -102,24 +105,30 @@ class Refusal:
 class _LRU:
     def __init__(self, size: int) -> None:
         self.size = size
-        self.items: OrderedDict[str, Any] = OrderedDict()
+        self.items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
+        self.total = 0
         self.lock = threading.Lock()
 
     def get(self, key: str) -> Any:
         with self.lock:
             if key in self.items:
                 self.items.move_to_end(key)
-                return self.items[key]
+                return self.items[key][0]
         return None
 
-    def put(self, key: str, value: Any) -> None:
+    def put(self, key: str, value: Any, cells: int = 1) -> None:
+        """Keep ``value``; the least recently used go when more than ``size`` cells are kept."""
         if self.size <= 0:
             return
         with self.lock:
-            self.items[key] = value
+            if key in self.items:
+                self.total -= self.items[key][1]
+            self.items[key] = (value, cells)
+            self.total += cells
             self.items.move_to_end(key)
-            while len(self.items) > self.size:
-                self.items.popitem(last=False)
+            while self.total > self.size and len(self.items) > 1:
+                _, (_, gone) = self.items.popitem(last=False)
+                self.total -= gone
 
 
 def _exact(hi: np.ndarray, lo: np.ndarray) -> np.ndarray:
@@ -173,6 +182,7 @@ class Builder:
         self._chains: dict[str | None, Chain] = {}
         self._chain_lock = threading.Lock()
         self._cache = _LRU(settings.limits.cache_entries)
+        self._leaf_cubes = _LRU(LEAF_CACHE_CELLS)
         self.chain(None)  # build (and validate) the configured chain at start
 
     # ------------------------------------------------------------------ protection
@@ -213,31 +223,27 @@ class Builder:
         else:
             yield np.concatenate([np.arange(s, e) for s, e in r.ranges])
 
-    def tabulate(self, r: Resolved) -> Table:
-        """The table of a resolved query: counts, cell keys and sums of every cell with records,
-        margins and subtotals included."""
-        import scipy.sparse as sp
-
+    def _count(self, r: Resolved, codes: list[np.ndarray], luts: list[np.ndarray], sizes: list[int],
+               whole: bool = False) -> dict[str, np.ndarray]:
+        """Counts, exact key sums and exact fixed-point sums of the selected records in the cube of
+        ``sizes`` units; ``luts[i]`` maps variable ``i``'s leaf codes to units (-1: left out)."""
         data = self.data
-        sizes = [len(d.base) for d in r.dims]
-        n_base = int(np.prod(sizes))
+        n = int(np.prod(sizes))
         strides = [int(np.prod(sizes[i + 1:])) for i in range(len(sizes))]
-        luts = [np.where(d.lut >= 0, d.lut * s, n_base).astype(np.intp) for d, s in zip(r.dims, strides)]
-        codes = [data.codes[d.variable.name] for d in r.dims]
-        width = n_base + 1  # the last bin collects the records left out
+        scaled = [np.where(lut >= 0, lut * s, n).astype(np.intp) for lut, s in zip(luts, strides)]
+        width = n + 1  # the last bin collects the records left out
         count = np.zeros(width, dtype=np.int64)
-        klo = np.zeros(width)
-        khi = np.zeros(width)
-        mlo = np.zeros(width)
-        mhi = np.zeros(width)
+        klo, khi, mlo, mhi = (np.zeros(width) for _ in range(4))
         fixed = data.fixed.get(r.numeric) if r.numeric else None
-        for sel in self._selections(r):
-            idx = luts[0][codes[0][sel]]
-            for lut, c in zip(luts[1:], codes[1:]):
+        selections = [slice(0, data.n)] if whole else self._selections(r)
+        for sel in selections:
+            idx = scaled[0][codes[0][sel]]
+            for lut, c in zip(scaled[1:], codes[1:]):
                 idx += lut[c[sel]]
-            if r.mask is not None:
-                idx[~r.mask(sel)] = n_base
-            np.minimum(idx, n_base, out=idx)
+            if r.mask is not None and not whole:
+                idx[~r.mask(sel)] = n
+            if len(scaled) > 1:
+                np.minimum(idx, n, out=idx)
             count += np.bincount(idx, minlength=width)
             klo += np.bincount(idx, weights=data.key_lo[sel], minlength=width)
             khi += np.bincount(idx, weights=data.key_hi[sel], minlength=width)
@@ -245,28 +251,99 @@ class Builder:
                 mlo += np.bincount(idx, weights=fixed[0][sel], minlength=width)
                 mhi += np.bincount(idx, weights=fixed[1][sel], minlength=width)
         shape = tuple(sizes)
-        cubes = {"count": count[:n_base].reshape(shape),
-                 "key": _exact(khi[:n_base], klo[:n_base]).reshape(shape)}
+        cubes = {"count": count[:n].reshape(shape), "key": _exact(khi[:n], klo[:n]).reshape(shape)}
         if fixed is not None:
-            cubes["fixed"] = _exact(mhi[:n_base], mlo[:n_base]).reshape(shape)
-        for axis, d in enumerate(r.dims):
-            rows = [t for ts in d.targets for t in ts]
-            cols = [b for b, ts in enumerate(d.targets) for _ in ts]
-            m = sp.csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)), shape=(len(d.display), len(d.base)))
+            cubes["fixed"] = _exact(mhi[:n], mlo[:n]).reshape(shape)
+        return cubes
+
+    def _cube_of(self, r: Resolved, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
+        """The whole population's cube over the leaf codes of ``names`` (sorted), cached; None
+        when it would be too large to keep."""
+        sizes = [len(self.data.variables[n].hierarchy.leaves) for n in names]
+        if int(np.prod(sizes)) > LEAF_CUBE_CELLS:
+            return None
+        key = f"{names}|{r.numeric}"
+        cube = self._leaf_cubes.get(key)
+        if cube is None:
+            luts = [np.arange(n, dtype=np.int64) for n in sizes]
+            cube = self._count(r, [self.data.codes[n] for n in names], luts, sizes, whole=True)
+            self._leaf_cubes.put(key, cube, cells=int(np.prod(sizes)))
+        return cube
+
+    def _leaf_cube(self, r: Resolved) -> dict[str, np.ndarray] | None:
+        """The query's cube over the leaf codes of its variables, from a cached whole-population
+        cube: every table of the same variables — other levels, recodes, categories, filters on
+        categorical variables — is a sum over it, without reading a record. None when the query
+        needs a pass over the records (an area, a numeric filter, a cube too large)."""
+        if r.area_label is not None:
+            return None
+        dims = [d.variable.name for d in r.dims]
+        fvars = list(r.where.variables) if r.where is not None else []
+        if any(v not in self.data.variables for v in fvars):
+            return None
+        names = tuple(sorted(set(dims) | set(fvars)))
+        cube = self._cube_of(r, names)
+        if cube is None:
+            return None
+        if r.where is not None:
+            from types import SimpleNamespace
+
+            from tabsafe.service.query import compile_filter
+
+            # the filter evaluated once per combination of its variables' leaf codes
+            sizes = [len(self.data.variables[v].hierarchy.leaves) for v in fvars]
+            combos = np.indices(sizes).reshape(len(sizes), -1)
+            fake = SimpleNamespace(variables=self.data.variables, values={},
+                                   codes={v: combos[i] for i, v in enumerate(fvars)})
+            mask = compile_filter(fake, r.where)(slice(None)).reshape(sizes)  # type: ignore[arg-type]
+            mask = np.transpose(mask, np.argsort([names.index(v) for v in fvars]))
+            shape = [len(self.data.variables[n].hierarchy.leaves) if n in fvars else 1 for n in names]
+            mask = mask.reshape(shape)
+            extra = tuple(i for i, n in enumerate(names) if n not in dims)
+            cube = {k: (v * mask).sum(axis=extra) if extra else v * mask for k, v in cube.items()}
+            names = tuple(n for n in names if n in dims)
+        order = [names.index(n) for n in dims]
+        return {k: np.transpose(v, order) for k, v in cube.items()}
+
+    def tabulate(self, r: Resolved) -> Table:
+        """The table of a resolved query: counts, cell keys and sums of every cell with records,
+        margins and subtotals included."""
+        data = self.data
+        cubes = self._leaf_cube(r)
+        if cubes is not None:
+            # units are leaf codes: each adds to the display cells of its base category
+            units = [[d.targets[b] if b >= 0 else () for b in d.lut.tolist()] for d in r.dims]
+        else:
+            cubes = self._count(r, [data.codes[d.variable.name] for d in r.dims], [d.lut for d in r.dims],
+                                [len(d.base) for d in r.dims])
+            units = [list(d.targets) for d in r.dims]
+        for axis, (d, targets) in enumerate(zip(r.dims, units)):
+            rows = [t for ts in targets for t in ts]
+            cols = [b for b, ts in enumerate(targets) for _ in ts]
+            if len(d.display) * len(targets) <= 250_000:
+                # small: a dense 0/1 matrix (exact integer products, no sparse set-up cost)
+                m = np.zeros((len(d.display), len(targets)), dtype=np.int64)
+                m[rows, cols] = 1
+            else:
+                import scipy.sparse as sp
+
+                m = sp.csr_matrix((np.ones(len(rows), dtype=np.int64), (rows, cols)),
+                                  shape=(len(d.display), len(targets)))
             for name, cube in cubes.items():
                 moved = np.moveaxis(cube, axis, 0)
                 out = np.asarray(m @ moved.reshape(moved.shape[0], -1))
                 cubes[name] = np.moveaxis(out.reshape((m.shape[0], *moved.shape[1:])), 0, axis)
+        fixed = r.numeric is not None
         values: dict[str, np.ndarray] = {"count": cubes["count"].ravel()}
         scale = data.key_scale
         values["ckey_int"] = np.mod(cubes["key"].ravel(), scale)
         values["ckey"] = values["ckey_int"] / scale
-        if fixed is not None:
+        if fixed:
             values[f"sum_{r.numeric}"] = cubes["fixed"].ravel() / 10 ** data.numeric[r.numeric].digits  # type: ignore[index]
         dims = [Dimension(d.variable.name, d.display) for d in r.dims]
         table = Table.from_grid(dims, values, {"key": data.key_meta, "source": "service"})
         keep = table.counts != 0
-        if fixed is not None:
+        if fixed:
             keep |= values[f"sum_{r.numeric}"] != 0
         return table.take(keep)
 
@@ -316,7 +393,7 @@ class Builder:
         out: list[Check] = []
         dense = release.densify()
         counts = dense.counts.astype(float)
-        population = int(round(float(dense.value("count"))))
+        population = round(float(dense.value("count")))
         inner = counts[dense.leaf_mask]
         n_inner = max(int(inner.size), 1)
         if rules.min_population is not None:
@@ -396,7 +473,7 @@ class Builder:
             cost, _, q, changes = heapq.heappop(frontier)
             tried += 1
             try:
-                outcome, r = self.evaluate(q)
+                outcome, _ = self.evaluate(q)
             except TabsafeError:
                 # a query that does not resolve (an unknown code, too many cells) may still lead
                 # to one that does: keep searching from it

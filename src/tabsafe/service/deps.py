@@ -9,6 +9,7 @@ from typing import Annotated
 from fastapi import Depends, Request, Security
 from fastapi.security import APIKeyHeader
 
+from tabsafe.service.answers import AnswerCache
 from tabsafe.service.builder import Builder
 from tabsafe.service.settings import Settings
 from tabsafe.service.store import Key, Store
@@ -42,7 +43,12 @@ def get_store(request: Request) -> Store:
     return request.app.state.store
 
 
+def get_answers(request: Request) -> AnswerCache:
+    return request.app.state.answers
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
+AnswersDep = Annotated[AnswerCache, Depends(get_answers)]
 BuilderDep = Annotated[Builder, Depends(get_builder)]
 StoreDep = Annotated[Store, Depends(get_store)]
 

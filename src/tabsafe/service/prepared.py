@@ -61,10 +61,15 @@ class Variable:
                 out[a].append(i)
         return {c: np.array(v, dtype=np.int64) for c, v in out.items()}
 
+    @cached_property
+    def _levels(self) -> dict[int, tuple[str, ...]]:
+        h = self.hierarchy
+        return {lv: tuple(c for c in h.order[1:] if h.depth(c) == lv or (h.is_leaf(c) and h.depth(c) < lv))
+                for lv in range(1, h.max_depth + 1)}
+
     def at_level(self, level: int) -> tuple[str, ...]:
         """The categories of a level: codes of that depth, and leaves above it (unbalanced)."""
-        h = self.hierarchy
-        return tuple(c for c in h.order if c != h.total and (h.depth(c) == level or (h.is_leaf(c) and h.depth(c) < level)))
+        return self._levels[level]
 
     @cached_property
     def numeric_codes(self) -> np.ndarray:
@@ -112,7 +117,7 @@ class Prepared:
             self.variables[name] = Variable(name, h, tuple(v["levels"]), v["labels"], int(v["recode_level"]))
         self.numeric = {k: Numeric(k, float(v["flex_point"]), v["label"], int(v["digits"]))
                         for k, v in manifest["numeric"].items()}
-        load = lambda f: np.load(path / f, mmap_mode="r")  # noqa: E731
+        load = lambda f: np.load(path / f, mmap_mode="r")
         self.codes = {name: load(f"codes_{name}.npy") for name in self.variables}
         self.key_lo, self.key_hi = load("key_lo.npy"), load("key_hi.npy")
         self.key_cum = load("key_cum.npy")

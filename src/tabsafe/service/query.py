@@ -126,6 +126,7 @@ class Resolved:
     mask: Callable[[Any], np.ndarray] | None
     numeric: str | None
     grid_cells: int = field(default=0)
+    where: _filter.Filter | None = None
 
 
 def _level_of(var: Variable, level: int | None) -> int:
@@ -249,7 +250,7 @@ def _area(data: Prepared, area: Sequence[str] | None, limits: Any
     return tuple((s, e) for s, e in runs), kept, inside
 
 
-def _compile_filter(data: Prepared, node: _filter.Filter) -> Callable[[Any], np.ndarray]:
+def compile_filter(data: Prepared, node: _filter.Filter) -> Callable[[Any], np.ndarray]:
     """The filter as a function of a selection of records (a slice or an index array) → boolean mask, evaluated on the code matrix
     through per-codelist look-up tables (no strings are made per record)."""
     def leaf_mask(var: Variable, values: Sequence[_filter.Value]) -> np.ndarray:
@@ -351,11 +352,12 @@ def resolve(query: Query, data: Prepared, limits: Any) -> Resolved:
                             f"({limits.max_grid_cells:,})")
     mask = None
     where = None
+    node = None
     if query.where is not None:
         if len(query.where) > limits.max_filter_length:
             raise TooLargeError(f"a filter has at most {limits.max_filter_length:,} characters")
         node = _filter.parse(query.where)
-        mask = _compile_filter(data, node)
+        mask = compile_filter(data, node)
         where = node.to_text()
     if query.measure not in MEASURES:
         raise InputError(f"'measure' must be one of {', '.join(MEASURES)}; got {query.measure!r}")
@@ -373,4 +375,4 @@ def resolve(query: Query, data: Prepared, limits: Any) -> Resolved:
     label = None
     if area is not None:
         label = area[0] if len(area) == 1 else f"{area[0]} + {len(area) - 1} more"
-    return Resolved(canonical, dims, ranges, label, mask, numeric, grid)
+    return Resolved(canonical, dims, ranges, label, mask, numeric, grid, node)

@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import APIRouter, Query as Param, Request
-from fastapi.responses import HTMLResponse, JSONResponse, Response
+from fastapi import APIRouter, Request
+from fastapi import Query as Param
+from fastapi.responses import HTMLResponse, Response
 
-from tabsafe.errors import TooLargeError
+from tabsafe.errors import TabsafeError, TooLargeError
+from tabsafe.service.answers import Answer
 from tabsafe.service.builder import Builder, Outcome, Refusal
-from tabsafe.service.deps import BuilderDep, KeyDep, QueryKeyDep, ServiceError, StoreDep
+from tabsafe.service.deps import AnswersDep, BuilderDep, KeyDep, QueryKeyDep, StoreDep
 from tabsafe.service.query import Query
 from tabsafe.service.schemas import Catalogue, ErrorResponse, Health, TableRequest, TableResponse
 
@@ -46,29 +49,52 @@ def catalogue(key: KeyDep, builder: BuilderDep) -> dict[str, Any]:
     tags=["tables"],
 )
 def table(request: Request, body: TableRequest, key: QueryKeyDep, builder: BuilderDep, store: StoreDep,
+          answers: AnswersDep,
           format: Literal["json", "csv"] = Param("json", description="json, or csv to download")) -> Response:
     """A protected table: every cell, margins included, protected by the configured methods
     (the cell key method by default) — or, when a release rule refuses it, which rule, by how
     much, and the nearest table that passes as a ready-to-send query (409)."""
     raw = body.model_dump(exclude_none=True)
     request.state.query = raw
+    cache_key = answers.key(raw, format)
+    answer = answers.get(cache_key)
+    if answer is None:
+        answer = compute(builder, raw, format)
+        answers.put(cache_key, answer)
+    store.audit(key=key, endpoint=TABLES, query=answer.query, status=answer.status, outcome=answer.outcome,
+                cells=answer.cells, rules=answer.rules, reason=answer.reason)
+    return Response(answer.body, status_code=answer.status, media_type=answer.media_type, headers=answer.headers)
+
+
+def _error_body(kind: str, message: str, **extra: Any) -> bytes:
+    return json.dumps({"error": {"type": kind, "message": message, **extra}}).encode()
+
+
+def compute(builder: Builder, raw: dict[str, Any], fmt: str) -> Answer:
+    """The answer to a query as sent: the protected table, a refusal with the rule and a table
+    that passes, or why the query is invalid or too large (with a table that passes, if one is
+    near)."""
     query = Query.from_json(raw)
     try:
         result = builder.answer(query)
-    except TooLargeError as exc:
+    except TabsafeError as exc:
+        status = 413 if isinstance(exc, TooLargeError) else 422
+        kind = "too-large" if status == 413 else "invalid"
         suggestion, _ = builder.suggest(query)
-        raise ServiceError(413, "too-large", exc.render(), extra=_suggestion(suggestion)) from None
+        message = exc.render()
+        return Answer(status, _error_body(kind, message, **_suggestion(suggestion)), "application/json", {},
+                      kind, None, None, message[:500], raw)
     if isinstance(result, Refusal):
-        first = result.outcome.failed[0]
-        store.audit(key=key, endpoint=TABLES, query=result.outcome.query.to_json(), status=409, outcome="refused",
-                    cells=result.outcome.cells, rules=[c.to_json() for c in result.outcome.checks],
-                    reason=first.rule)
-        raise ServiceError(409, "refused", f"rule {first.rule!r}: {first.message}", extra={
-            "rule": first.rule, "limit": first.limit, "value": first.value, "by": first.by,
-            "violations": [c.to_json() for c in result.outcome.failed], **_suggestion(result.suggestion)})
-    store.audit(key=key, endpoint=TABLES, query=result.query.to_json(), status=200, outcome="answered",
-                cells=result.cells, rules=[c.to_json() for c in result.checks])
-    return table_response(result, format)
+        out = result.outcome
+        first = out.failed[0]
+        body = _error_body("refused", f"rule {first.rule!r}: {first.message}", rule=first.rule, limit=first.limit,
+                           value=first.value, by=first.by, violations=[c.to_json() for c in out.failed],
+                           **_suggestion(result.suggestion))
+        return Answer(409, body, "application/json", {}, "refused", out.cells, [c.to_json() for c in out.checks],
+                      first.rule, out.query.to_json())
+    media, text, headers = table_response(result, fmt)
+    return Answer(200, text, media, headers, "answered", result.cells, [c.to_json() for c in result.checks], None,
+                  result.query.to_json())
 
 
 def _suggestion(s: Any) -> dict[str, Any]:
@@ -77,7 +103,8 @@ def _suggestion(s: Any) -> dict[str, Any]:
     return {"suggestion": s.query.to_json(), "changes": list(s.changes)}
 
 
-def table_response(outcome: Outcome, fmt: str) -> Response:
+def table_response(outcome: Outcome, fmt: str) -> tuple[str, bytes, dict[str, str]]:
+    """Media type, body and headers of a protected table, from its release payload."""
     payload = outcome.payload
     assert payload is not None
     if fmt == "csv":
@@ -86,11 +113,10 @@ def table_response(outcome: Outcome, fmt: str) -> Response:
         w.writerow(payload["columns"])
         w.writerows(["" if v is None else v for v in row] for row in payload["rows"])
         names = "_".join(d.variable for d in outcome.query.dimensions)
-        return Response(buf.getvalue(), media_type="text/csv",
-                        headers={"Content-Disposition": f'attachment; filename="table_{names}.csv"'})
+        return "text/csv", buf.getvalue().encode(), {"Content-Disposition": f'attachment; filename="table_{names}.csv"'}
     body = {"query": outcome.query.to_json(), **{k: payload[k] for k in ("dimensions", "columns", "rows")},
             "rules": [c.to_json() for c in outcome.checks], "methods": payload["methods"], "notes": payload["notes"]}
-    return JSONResponse(body)
+    return "application/json", json.dumps(body, separators=(",", ":")).encode(), {}
 
 
 def catalogue_of(builder: Builder) -> dict[str, Any]:

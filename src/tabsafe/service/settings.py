@@ -107,7 +107,7 @@ class Settings(_Model):
     workers: int = Field(1, ge=1, le=64)
     chain: tuple[Step, ...] = tuple(Step(**s) for s in DEFAULT_CHAIN)
     seed: int = Field(0, ge=0, le=2**63 - 1)
-    numeric: dict[str, NumericVariable] = Field(default_factory=lambda: {})
+    numeric: dict[str, NumericVariable] = Field(default_factory=dict)
     geography: str | None = None
     levels: dict[str, list[str]] = Field(default_factory=dict)
     recode_level: dict[str, int] = Field(default_factory=dict)
@@ -151,6 +151,8 @@ class Settings(_Model):
         values: dict[str, Any] = {}
         where = None
         if config is not None:
+            import yaml
+
             from tabsafe.io import load_yaml
 
             where = str(config)
@@ -158,7 +160,7 @@ class Settings(_Model):
                 loaded = load_yaml(Path(config).read_text(encoding="utf-8"))
             except OSError as exc:
                 raise InputError(f"cannot read the configuration: {exc.strerror}", where=where) from None
-            except Exception:  # yaml errors of every kind: one line, no traceback
+            except (yaml.YAMLError, UnicodeDecodeError):
                 raise InputError("the configuration is not valid YAML", where=where) from None
             if loaded is not None and not isinstance(loaded, dict):
                 raise InputError("the configuration must be a mapping of settings", where=where)

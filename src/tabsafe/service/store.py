@@ -92,7 +92,7 @@ class Key:
 
 def _now() -> tuple[float, str]:
     t = time.time()
-    return t, _dt.datetime.fromtimestamp(t, _dt.timezone.utc).isoformat(timespec="milliseconds")
+    return t, _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="milliseconds")
 
 
 def _digest(secret: str) -> str:
@@ -201,7 +201,7 @@ class Store:
         """Queries of a key in the last minute and this UTC day, and when the oldest query of the
         last minute leaves the window (seconds)."""
         t = time.time()
-        midnight = _dt.datetime.now(_dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        midnight = _dt.datetime.now(_dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         marks = ",".join("?" * len(NOT_COUNTED))
         row = self._db().execute(
             f"SELECT count(*) FILTER (WHERE ts > ?), count(*), min(ts) FILTER (WHERE ts > ?) FROM audit "

@@ -256,35 +256,45 @@ class Builder:
             cubes["fixed"] = _exact(mhi[:n], mlo[:n]).reshape(shape)
         return cubes
 
-    def _cube_of(self, r: Resolved, names: tuple[str, ...]) -> dict[str, np.ndarray] | None:
-        """The whole population's cube over the leaf codes of ``names`` (sorted), cached; None
-        when it would be too large to keep."""
-        sizes = [len(self.data.variables[n].hierarchy.leaves) for n in names]
+    def _cube_of(self, r: Resolved, spec: tuple[tuple[str, int], ...]) -> dict[str, np.ndarray] | None:
+        """The whole population's cube over the categories of the given (variable, level) pairs,
+        sorted by variable, cached; None when it would be too large to keep."""
+        variables = [self.data.variables[n] for n, _ in spec]
+        sizes = [len(v.at_level(level)) for v, (_, level) in zip(variables, spec)]
         if int(np.prod(sizes)) > LEAF_CUBE_CELLS:
             return None
-        key = f"{names}|{r.numeric}"
+        key = f"{spec}|{r.numeric}"
         cube = self._leaf_cubes.get(key)
         if cube is None:
-            luts = [np.arange(n, dtype=np.int64) for n in sizes]
-            cube = self._count(r, [self.data.codes[n] for n in names], luts, sizes, whole=True)
+            luts = [v.units(level)[0] for v, (_, level) in zip(variables, spec)]
+            cube = self._count(r, [self.data.codes[n] for n, _ in spec], luts, sizes, whole=True)
             self._leaf_cubes.put(key, cube, cells=int(np.prod(sizes)))
         return cube
 
-    def _leaf_cube(self, r: Resolved) -> dict[str, np.ndarray] | None:
-        """The query's cube over the leaf codes of its variables, from a cached whole-population
-        cube: every table of the same variables — other levels, recodes, categories, filters on
-        categorical variables — is a sum over it, without reading a record. None when the query
-        needs a pass over the records (an area, a numeric filter, a cube too large)."""
+    def _leaf_cube(self, r: Resolved) -> tuple[dict[str, np.ndarray], list[list[tuple[int, ...]]]] | None:
+        """The query's cube from a cached whole-population cube, and what each unit of it adds
+        to. A variable shown at a level is counted by that level's categories, a recoded or
+        filtered one by its leaf codes; every table of the same variables — other subsets,
+        subtotals, recodes, filters on categorical variables — is then a sum over a kept cube,
+        without reading a record. None when the query needs a pass over the records (an area, a
+        numeric filter, a cube too large to keep)."""
         if r.area_label is not None:
             return None
-        dims = [d.variable.name for d in r.dims]
         fvars = list(r.where.variables) if r.where is not None else []
         if any(v not in self.data.variables for v in fvars):
             return None
-        names = tuple(sorted(set(dims) | set(fvars)))
-        cube = self._cube_of(r, names)
+        levels = {}
+        for d in r.dims:
+            name = d.variable.name
+            deepest = d.variable.hierarchy.max_depth
+            levels[name] = deepest if d.spec.groups is not None or name in fvars else int(d.spec.level or deepest)
+        for v in fvars:
+            levels.setdefault(v, self.data.variables[v].hierarchy.max_depth)
+        names = tuple(sorted(levels))
+        cube = self._cube_of(r, tuple((n, levels[n]) for n in names))
         if cube is None:
             return None
+        dims = [d.variable.name for d in r.dims]
         if r.where is not None:
             from types import SimpleNamespace
 
@@ -303,16 +313,19 @@ class Builder:
             cube = {k: (v * mask).sum(axis=extra) if extra else v * mask for k, v in cube.items()}
             names = tuple(n for n in names if n in dims)
         order = [names.index(n) for n in dims]
-        return {k: np.transpose(v, order) for k, v in cube.items()}
+        units = []
+        for d in r.dims:
+            first_leaf = d.variable.units(levels[d.variable.name])[1]
+            units.append([d.targets[b] if b >= 0 else () for b in d.lut[first_leaf].tolist()])
+        return {k: np.transpose(v, order) for k, v in cube.items()}, units
 
     def tabulate(self, r: Resolved) -> Table:
         """The table of a resolved query: counts, cell keys and sums of every cell with records,
         margins and subtotals included."""
         data = self.data
-        cubes = self._leaf_cube(r)
-        if cubes is not None:
-            # units are leaf codes: each adds to the display cells of its base category
-            units = [[d.targets[b] if b >= 0 else () for b in d.lut.tolist()] for d in r.dims]
+        kept = self._leaf_cube(r)
+        if kept is not None:
+            cubes, units = kept
         else:
             cubes = self._count(r, [data.codes[d.variable.name] for d in r.dims], [d.lut for d in r.dims],
                                 [len(d.base) for d in r.dims])

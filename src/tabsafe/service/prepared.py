@@ -72,6 +72,20 @@ class Variable:
         return self._levels[level]
 
     @cached_property
+    def _units(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        out = {}
+        for level, cats in self._levels.items():
+            lut = np.full(len(self.hierarchy.leaves), -1, dtype=np.int64)
+            for i, c in enumerate(cats):
+                lut[self.leaves_below[c]] = i
+            out[level] = (lut, np.array([self.leaves_below[c][0] for c in cats], dtype=np.int64))
+        return out
+
+    def units(self, level: int) -> tuple[np.ndarray, np.ndarray]:
+        """Each leaf code's category at ``level``, and one leaf code of each category."""
+        return self._units[level]
+
+    @cached_property
     def numeric_codes(self) -> np.ndarray:
         """Each leaf's code as a number (NaN when it is not one): ordering tests in filters."""
         out = np.full(len(self.hierarchy.leaves), np.nan)

@@ -188,30 +188,27 @@ class Store:
         if parts is None:
             return "unknown", None
         key_id, secret = parts
-        row = self._db().execute("SELECT hash FROM keys WHERE id = ?", (key_id,)).fetchone()
+        row = self._db().execute("SELECT hash, id, user, created, revoked, rate_per_minute, quota_per_day, note "
+                                 "FROM keys WHERE id = ?", (key_id,)).fetchone()
         # compare even when there is no such key, so timing tells nothing
         stored = row[0] if row else _digest("no such key")
         if not hmac.compare_digest(stored, _digest(secret)) or row is None:
             return "unknown", None
-        key = self.key(key_id)
-        assert key is not None
+        key = Key(*row[1:])
         return ("revoked" if key.revoked else "ok"), key
 
     def usage(self, key_id: str) -> tuple[int, int, float]:
         """Queries of a key in the last minute and this UTC day, and when the oldest query of the
         last minute leaves the window (seconds)."""
         t = time.time()
-        midnight = _dt.datetime.now(_dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        midnight = _dt.datetime.now(_dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         marks = ",".join("?" * len(NOT_COUNTED))
         row = self._db().execute(
-            f"SELECT count(*) FILTER (WHERE ts > ?), count(*), min(ts) FILTER (WHERE ts > ?) FROM audit "
-            f"WHERE key_id = ? AND ts >= ? AND outcome NOT IN ({marks})",
-            (t - 60, t - 60, key_id, min(midnight, t - 60), *NOT_COUNTED)).fetchone()
-        day = self._db().execute(
-            f"SELECT count(*) FROM audit WHERE key_id = ? AND ts >= ? AND outcome NOT IN ({marks})",
-            (key_id, midnight, *NOT_COUNTED)).fetchone()[0]
+            f"SELECT count(*) FILTER (WHERE ts > ?), count(*) FILTER (WHERE ts >= ?), min(ts) FILTER (WHERE ts > ?) "
+            f"FROM audit WHERE key_id = ? AND ts >= ? AND outcome NOT IN ({marks})",
+            (t - 60, midnight, t - 60, key_id, min(midnight, t - 60), *NOT_COUNTED)).fetchone()
         oldest = row[2] if row[2] is not None else t
-        return int(row[0]), int(day), max(0.0, oldest + 60 - t)
+        return int(row[0]), int(row[1]), max(0.0, oldest + 60 - t)
 
     # ------------------------------------------------------------------ audit
     def audit(self, *, key: Key | None, endpoint: str, query: Any, status: int, outcome: str,

@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -129,12 +130,16 @@ def run() -> dict[str, Any]:
             conn.close()
 
         threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+        cpu0 = _cpu_seconds(server.pid)
+        load0 = os.getloadavg()[0]
         t0 = time.perf_counter()
         for t in threads:
             t.start()
         for t in threads:
             t.join()
         wall = time.perf_counter() - t0
+        cpu = _cpu_seconds(server.pid) - cpu0
+        load1 = os.getloadavg()[0]
     finally:
         server.send_signal(signal.SIGTERM)
         try:
@@ -156,9 +161,28 @@ def run() -> dict[str, Any]:
                        "p99": round(float(np.percentile(lat, 99)), 1), "max": round(float(lat.max()), 1)},
         "statuses": {str(k): v for k, v in sorted(statuses.items())},
         "errors": failures,
+        # the server's own CPU per query (its processes, both workers): what the machine must give
+        # it, whatever else runs; and the load average around the run (another job's share)
+        "server_cpu_ms_per_query": round(cpu / max(1, len(latencies)) * 1000, 2),
+        "load_average": [round(load0, 1), round(load1, 1)],
         "target_p95_ms": 250,
         "cpus": os.cpu_count(),
     }
+
+
+def _cpu_seconds(root: int) -> float:
+    """User + system CPU time of a process and its children (uvicorn's workers), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if pid == root or ppid == root:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
 
 
 def _wait_up(port: int, timeout: float = 120) -> None:

@@ -266,10 +266,46 @@ class Builder:
         key = f"{spec}|{r.numeric}"
         cube = self._leaf_cubes.get(key)
         if cube is None:
+            cube = self._stored_cube(key)
+        if cube is None:
             luts = [v.units(level)[0] for v, (_, level) in zip(variables, spec)]
             cube = self._count(r, [self.data.codes[n] for n, _ in spec], luts, sizes, whole=True)
-            self._leaf_cubes.put(key, cube, cells=int(np.prod(sizes)))
+            self._store_cube(key, cube)
+        self._leaf_cubes.put(key, cube, cells=int(np.prod(sizes)))
         return cube
+
+    def _cube_dir(self, key: str) -> Any:
+        return self.data.path / "cubes" / hashlib.sha256(key.encode()).hexdigest()[:32]
+
+    def _stored_cube(self, key: str) -> dict[str, np.ndarray] | None:
+        """A cube another server process (or an earlier run) counted, memory-mapped: counted
+        once per data set, shared through the page cache. It lives with the prepared records
+        (it holds original counts, as they do)."""
+        folder = self._cube_dir(key)
+        if not (folder / "count.npy").is_file():
+            return None
+        try:
+            return {f.stem: np.load(f, mmap_mode="r") for f in folder.glob("*.npy")}
+        except (OSError, ValueError):
+            return None
+
+    def _store_cube(self, key: str, cube: dict[str, np.ndarray]) -> None:
+        import os
+        import shutil
+        import tempfile
+
+        folder = self._cube_dir(key)
+        try:
+            folder.parent.mkdir(exist_ok=True)
+            tmp = tempfile.mkdtemp(prefix=".cube.", dir=folder.parent)
+            for name, arr in cube.items():
+                np.save(os.path.join(tmp, f"{name}.npy"), arr)
+            try:
+                os.replace(tmp, folder)
+            except OSError:  # another process stored it first: same numbers
+                shutil.rmtree(tmp, ignore_errors=True)
+        except OSError:
+            pass  # a cube that cannot be kept on disk is counted again next time
 
     def _leaf_cube(self, r: Resolved) -> tuple[dict[str, np.ndarray], list[list[tuple[int, ...]]]] | None:
         """The query's cube from a cached whole-population cube, and what each unit of it adds

@@ -10,6 +10,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Request
 from fastapi import Query as Param
+from fastapi.concurrency import run_in_threadpool
 from fastapi.responses import HTMLResponse, Response
 
 from tabsafe.errors import TabsafeError, TooLargeError
@@ -48,7 +49,7 @@ def catalogue(key: KeyDep, builder: BuilderDep) -> dict[str, Any]:
                **_errors(401, 403, 409, 413, 422, 429)},
     tags=["tables"],
 )
-def table(request: Request, body: TableRequest, key: QueryKeyDep, builder: BuilderDep, store: StoreDep,
+async def table(request: Request, body: TableRequest, key: QueryKeyDep, builder: BuilderDep, store: StoreDep,
           answers: AnswersDep,
           format: Literal["json", "csv"] = Param("json", description="json, or csv to download")) -> Response:
     """A protected table: every cell, margins included, protected by the configured methods
@@ -59,7 +60,8 @@ def table(request: Request, body: TableRequest, key: QueryKeyDep, builder: Build
     cache_key = answers.key(raw, format)
     answer = answers.get(cache_key)
     if answer is None:
-        answer = compute(builder, raw, format)
+        # counting and protecting are the slow part: off the event loop (a kept answer is not)
+        answer = await run_in_threadpool(compute, builder, raw, format)
         answers.put(cache_key, answer)
     store.audit(key=key, endpoint=TABLES, query=answer.query, status=answer.status, outcome=answer.outcome,
                 cells=answer.cells, rules=answer.rules, reason=answer.reason)

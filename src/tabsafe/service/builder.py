@@ -47,6 +47,14 @@ from tabsafe.service.query import Dim, Query, Resolved, resolve
 MAX_RUNS = 24
 #: the largest cube of leaf codes kept for whole-population tables, and all of them together
 LEAF_CUBE_CELLS = 1_500_000
+#: variables with at most this many codes are always counted by leaf code (one kept cube serves
+#: every level); larger ones (a geography of thousands of blocks) by the level shown
+SMALL_CODELIST = 256
+#: the grouped records (:meth:`Builder._micro`) keep each variable at its finest level of at most
+#: this many categories
+MICRO_UNITS = 128
+#: changes whenever kept cubes are laid out or counted differently (old ones are then ignored)
+CUBE_FORMAT = 1
 LEAF_CACHE_CELLS = 12_000_000
 
 
@@ -183,6 +191,8 @@ class Builder:
         self._chain_lock = threading.Lock()
         self._cache = _LRU(settings.limits.cache_entries)
         self._leaf_cubes = _LRU(LEAF_CACHE_CELLS)
+        self._micro_cache: tuple[dict[str, int], dict[str, np.ndarray]] | None = None
+        self._micro_lock = threading.Lock()
         self.chain(None)  # build (and validate) the configured chain at start
 
     # ------------------------------------------------------------------ protection
@@ -268,14 +278,80 @@ class Builder:
         if cube is None:
             cube = self._stored_cube(key)
         if cube is None:
-            luts = [v.units(level)[0] for v, (_, level) in zip(variables, spec)]
-            cube = self._count(r, [self.data.codes[n] for n, _ in spec], luts, sizes, whole=True)
+            cube = self._count_micro(spec, r.numeric, sizes)
+            if cube is None:
+                luts = [v.units(level)[0] for v, (_, level) in zip(variables, spec)]
+                cube = self._count(r, [self.data.codes[n] for n, _ in spec], luts, sizes, whole=True)
             self._store_cube(key, cube)
         self._leaf_cubes.put(key, cube, cells=int(np.prod(sizes)))
         return cube
 
+    def _micro(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        """The records grouped by every variable at its finest level of at most ``MICRO_UNITS``
+        categories (a geography by region, everything else by code): each distinct combination
+        once, with its count, key sums and magnitude sums. A cube of those variables is then
+        counted from ~10^5 combinations instead of every record. Built once, kept on disk."""
+        with self._micro_lock:
+            if self._micro_cache is not None:
+                return self._micro_cache
+            data = self.data
+            levels: dict[str, int] = {}
+            for name, var in data.variables.items():
+                fits = [lv for lv in range(var.hierarchy.max_depth, 0, -1) if len(var.at_level(lv)) <= MICRO_UNITS]
+                if fits:
+                    levels[name] = fits[0]
+            key = f"micro|{sorted(levels.items())}|{sorted(data.numeric)}"
+            stored = self._stored_cube(key)
+            if stored is None:
+                names = sorted(levels)
+                sizes = [len(data.variables[n].at_level(levels[n])) for n in names]
+                code = np.zeros(data.n, dtype=np.int64)
+                for n, size in zip(names, sizes):
+                    code *= size
+                    code += data.variables[n].units(levels[n])[0][data.codes[n]]
+                uniq, inverse = np.unique(code, return_inverse=True)
+                stored = {}
+                rest = uniq.copy()
+                for n, size in reversed(list(zip(names, sizes))):
+                    stored[f"code_{n}"] = (rest % size).astype(np.int32)
+                    rest //= size
+                stored["count"] = np.bincount(inverse, minlength=uniq.size).astype(np.float64)
+                stored["key_lo"] = np.bincount(inverse, weights=data.key_lo, minlength=uniq.size)
+                stored["key_hi"] = np.bincount(inverse, weights=data.key_hi, minlength=uniq.size)
+                for n, (lo, hi) in data.fixed.items():
+                    stored[f"lo_{n}"] = np.bincount(inverse, weights=lo, minlength=uniq.size)
+                    stored[f"hi_{n}"] = np.bincount(inverse, weights=hi, minlength=uniq.size)
+                self._store_cube(key, stored)
+            self._micro_cache = (levels, stored)
+            return self._micro_cache
+
+    def _count_micro(self, spec: tuple[tuple[str, int], ...], numeric: str | None,
+                     sizes: list[int]) -> dict[str, np.ndarray] | None:
+        """A whole-population cube from the grouped records (:meth:`_micro`), when every
+        variable of ``spec`` is there at its level or a finer one; else None."""
+        levels, micro = self._micro()
+        if any(name not in levels or levels[name] < level for name, level in spec):
+            return None
+        n = int(np.prod(sizes))
+        idx = np.zeros(micro["count"].size, dtype=np.intp)
+        for (name, level), size in zip(spec, sizes):
+            var = self.data.variables[name]
+            # each grouped category → its category at the level asked for
+            up = var.units(level)[0][var.units(levels[name])[1]]
+            idx *= size
+            idx += up[micro[f"code_{name}"]]
+        def total(weights: np.ndarray) -> np.ndarray:
+            return np.bincount(idx, weights=weights, minlength=n)
+
+        shape = tuple(sizes)
+        cube = {"count": np.rint(total(micro["count"])).astype(np.int64).reshape(shape),
+                "key": _exact(total(micro["key_hi"]), total(micro["key_lo"])).reshape(shape)}
+        if numeric is not None:
+            cube["fixed"] = _exact(total(micro[f"hi_{numeric}"]), total(micro[f"lo_{numeric}"])).reshape(shape)
+        return cube
+
     def _cube_dir(self, key: str) -> Any:
-        return self.data.path / "cubes" / hashlib.sha256(key.encode()).hexdigest()[:32]
+        return self.data.path / "cubes" / hashlib.sha256(f"{CUBE_FORMAT}|{key}".encode()).hexdigest()[:32]
 
     def _stored_cube(self, key: str) -> dict[str, np.ndarray] | None:
         """A cube another server process (or an earlier run) counted, memory-mapped: counted
@@ -309,8 +385,8 @@ class Builder:
 
     def _leaf_cube(self, r: Resolved) -> tuple[dict[str, np.ndarray], list[list[tuple[int, ...]]]] | None:
         """The query's cube from a cached whole-population cube, and what each unit of it adds
-        to. A variable shown at a level is counted by that level's categories, a recoded or
-        filtered one by its leaf codes; every table of the same variables — other subsets,
+        to. A variable of a long codelist shown at a level is counted by that level's
+        categories, any other by its leaf codes; every table of the same variables — other subsets,
         subtotals, recodes, filters on categorical variables — is then a sum over a kept cube,
         without reading a record. None when the query needs a pass over the records (an area, a
         numeric filter, a cube too large to keep)."""
@@ -323,7 +399,8 @@ class Builder:
         for d in r.dims:
             name = d.variable.name
             deepest = d.variable.hierarchy.max_depth
-            levels[name] = deepest if d.spec.groups is not None or name in fvars else int(d.spec.level or deepest)
+            fine = d.spec.groups is not None or name in fvars or len(d.variable.hierarchy.leaves) <= SMALL_CODELIST
+            levels[name] = deepest if fine else int(d.spec.level or deepest)
         for v in fvars:
             levels.setdefault(v, self.data.variables[v].hierarchy.max_depth)
         names = tuple(sorted(levels))

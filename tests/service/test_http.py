@@ -105,7 +105,7 @@ def test_missing_unknown_and_revoked_keys(served, small_census):
     server, key, config = served
     q = {"dimensions": [{"variable": "sex"}]}
     assert server.table(q, key)[0] == 200
-    status, body, headers = server.request("POST", "/api/v1/tables", q)
+    status, body, _ = server.request("POST", "/api/v1/tables", q)
     assert status == 401 and body["error"]["type"] == "unauthorized"
     assert server.table(q, "tsk_000000000000_nope")[0] == 401
     assert server.table(q, key + "x")[0] == 401

@@ -137,7 +137,7 @@ class Store:
             self.db.execute("BEGIN IMMEDIATE")
             return self.db
 
-        def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
             self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
 
     def _tx(self) -> Store._Tx:
@@ -201,7 +201,7 @@ class Store:
         """Queries of a key in the last minute and this UTC day, and when the oldest query of the
         last minute leaves the window (seconds)."""
         t = time.time()
-        midnight = _dt.datetime.now(_dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        midnight = _dt.datetime.now(_dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
         marks = ",".join("?" * len(NOT_COUNTED))
         row = self._db().execute(
             f"SELECT count(*) FILTER (WHERE ts > ?), count(*) FILTER (WHERE ts >= ?), min(ts) FILTER (WHERE ts > ?) "

@@ -119,13 +119,13 @@ def add_key(data: Path, config: Path, user: str, *extra: str) -> str:
     return store.add_key(user, rate_per_minute=rate)[0]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def served(small_census: SynthResult, tmp_path_factory: pytest.TempPathFactory) -> Any:
-    """A running server with lenient rules and a key; yields (server, key, config)."""
+    """A running server with lenient rules and a key (it prepares the data on its first start);
+    yields (server, key, config). One per test session: tests make their own keys."""
     state = tmp_path_factory.mktemp("service")
-    config = write_config(state / "service.yaml", state, LENIENT)
-    subprocess.run([*TABSAFE, "serve", "--data", str(small_census.directory), "--config", str(config), "--prepare"],
-                   check=True, capture_output=True)
+    # the attack tests send a thousand queries a minute with one key: a generous default rate
+    config = write_config(state / "service.yaml", state, LENIENT, limits={"rate_per_minute": 100_000})
     key = add_key(small_census.directory, config, "tester")
     server = Server(small_census.directory, config).start()
     try:

@@ -50,7 +50,7 @@ class Server:
         self.port = free_port()
         self.proc = subprocess.Popen([*TABSAFE, "serve", "--data", str(self.data), "--config", str(self.config),
                                       "--port", str(self.port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-        deadline = time.time() + 60
+        deadline = time.time() + 180
         while time.time() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"server exited: {self.proc.stdout.read().decode()}")  # type: ignore[union-attr]
@@ -61,7 +61,7 @@ class Server:
                 pass
             time.sleep(0.1)
         self.stop()
-        raise RuntimeError("server did not start in 60 s")
+        raise RuntimeError("server did not start in 180 s")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:

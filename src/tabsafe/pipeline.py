@@ -12,6 +12,7 @@ Seeds: a chain run with seed ``S`` gives its ``k``-th step the seed drawn from
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -82,6 +83,7 @@ class Chain:
             seed = draw_seed()
         seeds = step_seeds(seed, len(self.methods))
         reports: list[Report] = []
+        records = data
         for m, s in zip(self.methods, seeds):
             if isinstance(m, MicrodataMethod):
                 if not isinstance(data, Microdata):
@@ -91,9 +93,17 @@ class Chain:
                 reports.append(result.report)
         if not self.table_steps:
             raise InputError("a chain needs a table method to publish a table")
+        truth = None
+        if self.microdata_steps:
+            # the truth, for evaluation: the same table from the records before any perturbation;
+            # the perturbed records are tabulated on its grid (their codes are among its codes)
+            truth = tabulate(records, dataclasses.replace(spec, key=None, sums=()), engine=engine)
+            spec = dataclasses.replace(spec, hierarchies={d.variable: d.hierarchy for d in truth.dimensions})
         table = tabulate(data, spec, engine=engine)
         protection = self.protect(table, seeds=seeds[len(self.microdata_steps):], chain_seed=seed,
                                   before=reports)
+        if truth is not None:
+            protection = _with_truth(protection, truth)
         return protection, reports
 
     def protect(self, table: Table, *, seeds: Sequence[int | None], chain_seed: int | None = None,
@@ -178,3 +188,27 @@ def _compose(first: Protection, later: Protection) -> Protection:
     cols["count"] = original
     evaluation = Table(ev.dimensions, ev.ids, cols, dict(ev.meta))
     return Protection(release=Release(later.release.table), evaluation=evaluation, report=later.report)
+
+
+def _with_truth(protection: Protection, truth: Table) -> Protection:
+    """A chain with microdata steps: the evaluation's ``original`` holds the counts of the
+    records before perturbation (the truth), ``tabulated`` what the perturbed records gave the
+    table steps; cells of either are kept."""
+    import numpy as np
+
+    ev = protection.evaluation
+    ids = np.union1d(ev.ids, truth.ids)
+
+    def gather(table: Table, values: np.ndarray) -> np.ndarray:
+        rows = table.rows_of(ids)
+        out = np.zeros(ids.size, dtype=values.dtype) if values.dtype.kind in "iufb" else np.empty(ids.size, object)
+        ok = rows >= 0
+        out[ok] = values[rows[ok]]
+        return out
+
+    cols = {c: gather(ev, ev.column(c)) for c in ev.value_columns}
+    cols["tabulated"] = cols["original"]
+    cols["original"] = gather(truth, truth.counts)
+    cols["count"] = cols["original"]
+    evaluation = Table(ev.dimensions, ids, cols, dict(ev.meta))
+    return Protection(release=protection.release, evaluation=evaluation, report=protection.report)

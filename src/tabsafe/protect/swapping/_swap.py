@@ -384,10 +384,11 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
                         for i in np.flatnonzero(shortfall)},
     }
     notes = []
-    for row in level_private:
+    for i, row in enumerate(level_private):
         if row["no_donor"]:
-            notes.append(f"risky households at level {row['level']} found no donor under any similarity profile there "
-                         "(they were tried again at the levels below; counts in the report's private figures)")
+            again = "; they were tried again at the levels below" if i < K - 1 else ""
+            notes.append(f"risky households at level {row['level']} found no donor under any similarity profile there"
+                         f"{again} (counts in the report's private figures)")
     if private["risky_unswapped"]:
         notes.append("some risky households stay unswapped: no level had a donor for them (count in the report's "
                      "private figures)")

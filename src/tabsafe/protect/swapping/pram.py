@@ -326,9 +326,9 @@ def _draw_from_file(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, la
     expected = counts @ dense
     gap = np.abs(expected - counts)
     limit = INVARIANCE_TOLERANCE * np.maximum(counts.sum(axis=1, keepdims=True), 1)
-    bad = np.argwhere(gap > limit)
-    if bad.size:
-        s, j = (int(v) for v in bad[0])
+    if (gap > limit).any():
+        # name the category whose expected count moves most
+        s, j = (int(v) for v in np.unravel_index(np.argmax(np.where(gap > limit, gap, -1.0)), gap.shape))
         lab = labels[j]
         in_stratum = f" in {'/'.join(method.within)} {stratum_label[s]}" if method.within else ""
         line = tf.row_line.get(lab)

@@ -242,7 +242,7 @@ def test_counts_per_area_and_profile_unchanged(df, similar, k, rate, seed) -> No
     at every level keep their number; below the top level, pairs stay in their top-level area,
     so every count of a top-level area stays as it was."""
     method = TargetedSwap(geography=GEO, risk_vars=("sex", "age"), k=k, swaprate=rate, similar=similar)
-    after, ev, report = run(method, df, seed)
+    after, _ev, report = run(method, df, seed)
     prof = list(similar[0])
     before_hh = df.groupby("household_id").first()
     after_hh = after.groupby("household_id").first()
@@ -299,7 +299,7 @@ def test_report_names_risky_households_without_donor() -> None:
         "hsize": ["1", "1", "1", "2", "2"],
     })
     method = TargetedSwap(geography=GEO, risk_vars=("sex", "age"), k=2, swaprate=0.0, similar=(("hsize",),))
-    after, ev, report = run(method, df)
+    _after, ev, report = run(method, df)
     # household 4 (hsize 2) is unique at every level and the only household of its size
     assert report.private["risky_unswapped"] >= 1
     assert any("stay unswapped" in n for n in report.notes)

@@ -72,7 +72,7 @@ def test_swap_csv_keeps_codes_and_draws_a_seed(tmp_path: Path, capsys) -> None:
 
 def test_pram_through_swap(small_census, tmp_path: Path, capsys) -> None:
     out = tmp_path / "pram.parquet"
-    code, stdout, err = cli(["swap", small_census.persons, "--method", "pram", "--variable", "small_area",
+    code, _stdout, err = cli(["swap", small_census.persons, "--method", "pram", "--variable", "small_area",
                              "--within", "area", "--retention", 0.7, "--household", "household_id", "--seed", 1,
                              "--out", out], capsys)
     assert code == 0, err
@@ -116,7 +116,7 @@ def test_swap_bad_input_is_one_line_and_writes_nothing(small_census, tmp_path: P
                                                        message) -> None:
     src = _broken(small_census, tmp_path, data) if data else small_census.persons
     out, report = tmp_path / "out.parquet", tmp_path / "r.json"
-    code, stdout, err = cli(["swap", src, *args, "--seed", 1, "--out", out, "--report", report], capsys)
+    code, _stdout, err = cli(["swap", src, *args, "--seed", 1, "--out", out, "--report", report], capsys)
     assert code == 2
     assert message in err and err.count("\n") == 1 and "Traceback" not in err
     assert not out.exists() and not report.exists()
@@ -136,7 +136,7 @@ def test_protect_chains_swapping_and_the_cell_key_method(small_census, tmp_path:
     args = ["protect", small_census.persons, "--by", "area,sex", "--method", "targeted-swap,ckm",
             "--geography", "region,area,small_area", "--risk-vars", "sex,age", "--k", 3, "--swaprate", 0.05,
             "--similar", "household_size", "--max-noise", 3, "--variance", 2, "--seed", 8]
-    code, stdout, err = cli([*args, "--out", release, "--report", report], capsys)
+    code, _stdout, err = cli([*args, "--out", release, "--report", report], capsys)
     assert code == 0, err
     df = pd.read_csv(release, dtype=str)
     assert list(df.columns) == ["area", "sex", "count"]  # no flag, no originals

@@ -131,9 +131,9 @@ def read_source(source: Source) -> pa.Table:
                     raise InputError("no file matches", where=path)
                 return pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive")
             return pq.read_table(path)
-        import pyarrow.csv as pacsv
-
         import csv
+
+        import pyarrow.csv as pacsv
 
         with open(path, newline="", encoding="utf-8-sig") as f:
             header = next(csv.reader(f), [])

@@ -158,7 +158,7 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
     needs more): the ``j``-th free donor outside an area lies within the first ``j`` + (free
     donors of that area) of the list, so the result is the one the whole list would give.
     """
-    group, area, cell = d.group, d.area, d.cell
+    group, cell = d.group, d.cell
     free = free.copy()
     n_hh = group.size
     donor = np.full(candidates.size, -1, dtype=np.int64)

@@ -116,11 +116,11 @@ def _check_spec(table: pa.Table, spec: SwapSpec, where: str) -> None:
     for prof in spec.similar:
         clash = geo.intersection(prof)
         if clash:
-            raise InputError(f"{sorted(clash)[0]!r} is a geography variable: it cannot be in {param('similar')} "
+            raise InputError(f"{min(clash)!r} is a geography variable: it cannot be in {param('similar')} "
                              "(a pair must come from different areas)")
     clash = geo.intersection(spec.carry_along)
     if clash:
-        raise InputError(f"{sorted(clash)[0]!r} is a geography variable: it travels anyway; drop it from "
+        raise InputError(f"{min(clash)!r} is a geography variable: it travels anyway; drop it from "
                          f"{param('carry_along')}")
     if spec.household is not None:
         for option, names in (("geography", spec.geography), ("risk_vars", spec.risk_vars or ()),

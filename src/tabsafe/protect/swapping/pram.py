@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import csv
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -242,7 +241,7 @@ def pram_records(table: pa.Table, method: Pram, seed: int, *, where: str) -> Mic
         gen = stream(seed, 2, area_key(stratum_label[s])) if method.within else stream(seed, 1)
         u[:, idx] = gen.random((2, int(size)))
 
-    transitions = getattr(method, "_matrix")
+    transitions = method._matrix
     if transitions is None:
         new = _draw_invariant(cat, stratum, counts, float(method.retention), u)  # type: ignore[arg-type]
         note = (f"retention {method.retention:g}: a unit of a stratum's smallest category keeps its value with that "

@@ -25,7 +25,8 @@ def _help(p: Any) -> str:
         shown = p.constraint.to_json(p.default)
         if isinstance(shown, list):
             shown = ",".join(map(str, shown))
-        text += f" (default {shown})"
+        if shown != "":  # an empty list as default says nothing
+            text += f" (default {shown})"
     return text.replace("%", "%%")
 
 

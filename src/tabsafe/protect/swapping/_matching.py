@@ -49,17 +49,19 @@ def stream(seed: int, *key: int) -> np.random.Generator:
     return np.random.Generator(np.random.PCG64(np.random.SeedSequence(seed, spawn_key=tuple(key))))
 
 
-def draws_by_area(seed: int, area: np.ndarray, labels: list[str], row: int) -> np.ndarray:
+def draws_by_area(seed: int, area: np.ndarray, labels: list[str], row: int, *,
+                  order: np.ndarray | None = None) -> np.ndarray:
     """The ``row``-th block of uniform draws in (0, 1], one per household, each from its
     top-level area's own stream.
 
     ``area`` is each household's top-level area code (households in identifier order). Block
     ``row`` of an area with ``n`` households is the stream's draws ``row·n .. row·n + n - 1``
     (the stream is advanced to it, so blocks can be made one at a time), assigned to the area's
-    households in identifier order.
+    households in identifier order (``order``: ``argsort(area, kind="stable")``, if at hand).
     """
     out = np.empty(area.size, dtype=np.float64)
-    order = np.argsort(area, kind="stable")
+    if order is None:
+        order = np.argsort(area, kind="stable")
     counts = np.bincount(area, minlength=len(labels))
     start = 0
     for a, n in enumerate(counts):
@@ -99,6 +101,7 @@ class Donors:
         area: per household, its area at the level (ids ``>= 0``).
         cell: per household, its (group, area) id, ``0 <= cell < n_cells``.
         n_cells: bound of ``cell``.
+        start: per group ``g``, where its households start in ``order`` (``start[g+1]``: end).
     """
 
     order: np.ndarray
@@ -106,17 +109,25 @@ class Donors:
     area: np.ndarray
     cell: np.ndarray
     n_cells: int
+    start: np.ndarray
 
 
 def donors(group: np.ndarray, area: np.ndarray, key: np.ndarray) -> Donors:
     """Order every household for donor choice: by group, then by decreasing ``key``."""
     from tabsafe.protect.swapping._population import combine
 
-    order = np.lexsort((-key, group))
     n_groups = int(group.max()) + 1 if group.size else 1
+    # best key first, then (stable) by group: lexsort's order at half its cost; a stable sort of
+    # small integers is a radix sort
+    order = np.argsort(-key)
+    g = group[order]
+    if n_groups < 2**15:
+        g = g.astype(np.int16)
+    order = order[np.argsort(g, kind="stable")]
     n_areas = int(area.max()) + 1 if area.size else 1
     cell, n_cells = combine([group, area], [n_groups, n_areas], group.size)
-    return Donors(order, group, area, cell, n_cells)
+    start = np.searchsorted(group[order], np.arange(n_groups + 1), side="left")
+    return Donors(order, group, area, cell, n_cells, start)
 
 
 @dataclass(frozen=True)
@@ -156,7 +167,8 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
 
     Only the head of each group's donor list is looked at (a window that grows when a candidate
     needs more): the ``j``-th free donor outside an area lies within the first ``j`` + (free
-    donors of that area) of the list, so the result is the one the whole list would give.
+    donors of that area) free households of the list, so the result is the one the whole list
+    would give, at a cost that follows the candidates rather than the population.
     """
     group, cell = d.group, d.cell
     free = free.copy()
@@ -164,15 +176,13 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
     donor = np.full(candidates.size, -1, dtype=np.int64)
     if candidates.size == 0:
         return Matched(donor, free, 0)
-    in_play = np.zeros(int(group.max()) + 1, dtype=bool)
-    in_play[group[candidates]] = True
-    pool = d.order[in_play[group[d.order]] & free[d.order]]
-    pool_g = group[pool]
-    cell_free = np.bincount(cell[pool], minlength=d.n_cells)  # free households per (group, area)
-    # candidates by group, priority order kept within each group
-    active = np.argsort(group[candidates], kind="stable")  # positions into `candidates`
+    n_groups = d.start.size - 1
+    group_free = np.bincount(group[free], minlength=n_groups)  # free households per group
+    cell_free = np.bincount(cell[free], minlength=d.n_cells)  # … per (group, area)
+    raw = np.zeros(n_groups, dtype=np.int64)  # per group: how far down its list to look (0: default)
+    active = np.argsort(group[candidates], kind="stable")  # positions into `candidates`, grouped
     touched = np.full(n_hh, np.iinfo(np.int64).max, dtype=np.int64)
-    window = np.zeros(in_play.size, dtype=np.int64)  # per group: how far down its list to look (0: default)
+    stride = n_hh + 1
     rounds = 0
     while active.size:
         c = candidates[active]
@@ -180,58 +190,62 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
         active, c = active[still], c[still]
         if active.size == 0:
             break
-        rounds += 1
         gc = group[c]
-        lo = np.searchsorted(pool_g, gc, side="left")
-        hi = np.searchsorted(pool_g, gc, side="right")
-        n_elig = (hi - lo) - cell_free[cell[c]]  # the candidate's own area (itself included) is out
+        n_elig = group_free[gc] - cell_free[cell[c]]  # the own area (the candidate included) is out
         has = n_elig > 0
         if not has.all():  # no free donor outside the own area: none will come
-            active, c, gc, lo, hi, n_elig = (x[has] for x in (active, c, gc, lo, hi, n_elig))
+            active, c, gc, n_elig = active[has], c[has], gc[has], n_elig[has]
             if active.size == 0:
                 break
+        rounds += 1
         # rank among the group's remaining candidates (grouped, priority order kept)
         first_of_group = np.searchsorted(gc, gc, side="left")
-        rank = np.arange(gc.size) - first_of_group
-        j = rank % n_elig
+        j = (np.arange(gc.size) - first_of_group) % n_elig
         heads = np.flatnonzero(np.r_[True, gc[1:] != gc[:-1]])  # the first candidate of each group
         per_group = np.diff(np.append(heads, gc.size))
+        head_of = np.repeat(np.arange(heads.size), per_group)  # each candidate's group, as a head index
         g_heads = gc[heads]
-        g_len = hi[heads] - lo[heads]
+        seg_lo = d.start[g_heads]
+        seg_len = d.start[g_heads + 1] - seg_lo
         while True:
-            wanted = window[g_heads]
-            size = np.minimum(g_len, np.where(wanted > 0, wanted, 2 * per_group + 64))
-            idx, at = _ranges(lo[heads], size)
-            w = pool[idx]  # the window: each group's best free donors, in order
-            w_pos = np.arange(idx.size, dtype=np.int64) - at  # position in the group's list
+            wanted = raw[g_heads]
+            size = np.minimum(seg_len, np.where(wanted > 0, wanted, 2 * per_group + 64))
+            idx, _ = _ranges(seg_lo, size)
+            w = d.order[idx]
+            keep = free[w]
+            w = w[keep]  # the window: each group's best free donors, in order
+            w_head = np.repeat(np.arange(heads.size), size)[keep]
+            n_win = np.bincount(w_head, minlength=heads.size)
+            w_start = np.concatenate([[0], np.cumsum(n_win)[:-1]]).astype(np.int64)
+            w_pos = np.arange(w.size, dtype=np.int64) - w_start[w_head]  # position among the group's free
             w_cell = cell[w]
-            # per (group, area) in the window, u = donors of other areas before each one
+            # per (group, area) in the window, u = free donors of other areas before each one
             o = np.lexsort((w_pos, w_cell))
             wc_sorted = w_cell[o]
             seg_change = np.r_[True, wc_sorted[1:] != wc_sorted[:-1]] if o.size else np.zeros(0, bool)
             seg_start = np.flatnonzero(seg_change)
             seg_no = np.cumsum(seg_change) - 1
             u = w_pos[o] - (np.arange(o.size) - seg_start[seg_no])
-            stride = n_hh + 1
             composite = seg_no * stride + u
             seg_key = wc_sorted[seg_start]
-            seg_len = np.diff(np.append(seg_start, o.size))
-            s = np.searchsorted(seg_key, cell[c])
+            seg_n = np.diff(np.append(seg_start, o.size))
+            cc = cell[c]
+            s = np.searchsorted(seg_key, cc)
             s_ok = s < seg_key.size
-            s_ok[s_ok] = seg_key[s[s_ok]] == cell[c][s_ok]
+            s_ok[s_ok] = seg_key[s[s_ok]] == cc[s_ok]
             own = np.zeros(c.size, dtype=np.int64)
-            own[s_ok] = seg_len[s[s_ok]]
-            short = j >= np.repeat(size, per_group) - own
+            own[s_ok] = seg_n[s[s_ok]]
+            # the whole list never falls short (it holds n_elig donors outside the own area)
+            short = (j >= n_win[head_of] - own) & (size[head_of] < seg_len[head_of])
             if not short.any():
                 break
-            # look further down these groups' lists (the whole list never falls short)
-            grow = np.unique(np.searchsorted(g_heads, gc[short]))
-            window[g_heads[grow]] = np.minimum(g_len[grow], 4 * size[grow])
+            grow = np.unique(head_of[short])  # look further down these groups' lists
+            raw[g_heads[grow]] = np.minimum(seg_len[grow], 4 * size[grow])
         before = np.zeros(c.size, dtype=np.int64)
         if s_ok.any():
             q = s[s_ok]
             before[s_ok] = np.searchsorted(composite, q * stride + j[s_ok], side="right") - seg_start[q]
-        dn = pool[lo + j + before]
+        dn = w[w_start[head_of] + j + before]
         # accept in priority order when neither household was touched by an earlier proposal
         prop = np.arange(c.size, dtype=np.int64)
         np.minimum.at(touched, c, prop)
@@ -243,7 +257,6 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
         used = np.concatenate([c[ok], dn[ok]])
         free[used] = False
         np.subtract.at(cell_free, cell[used], 1)
-        keep = free[pool]
-        pool, pool_g = pool[keep], pool_g[keep]
+        np.subtract.at(group_free, group[used], 1)
         active = active[~ok]
     return Matched(donor, free, rounds)

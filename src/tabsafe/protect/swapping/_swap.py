@@ -222,9 +222,11 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
     # has 0 = donors at level 1, 1 = tie-breaks at level 1, 2 = the top-up of a one-level
     # geography; each top-level area's stream has 2(k-1) = donors and 2(k-1)+1 = tie-breaks at
     # level k > 1, and 2(K-1) = the top-up
+    by_top = np.argsort(top, kind="stable") if K > 1 else None
+
     def draw(block: int, scope_is_area: bool) -> np.ndarray:
         if scope_is_area:
-            return draws_by_area(seed, top, top_labels, block)
+            return draws_by_area(seed, top, top_labels, block, order=by_top)
         return draws_global(seed, H, block)
 
     def weight(k: int) -> np.ndarray:
@@ -295,7 +297,9 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
     counted = np.bincount(scope[cand_all], minlength=n_scopes) if cand_all.size else np.zeros(n_scopes, np.int64)
     sample_key = es_key(weight(last), u_top)
     del u_top
-    order = np.lexsort((-sample_key, scope))  # each scope's households, most likely first
+    # each scope's households, most likely first (lexsort's order: by key, then stably by scope)
+    order = np.argsort(-sample_key)
+    order = order[np.argsort(scope[order], kind="stable")]
     scope_sorted = scope[order]
     scope_start = np.searchsorted(scope_sorted, np.arange(n_scopes), side="left")
     tried = np.zeros(H, dtype=bool)

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from tabsafe._arrow import to_numpy
+from tabsafe._arrow import from_numpy, to_numpy
 from tabsafe.errors import InputError, param
 
 #: Above this many possible combinations a combined code is compressed with np.unique instead
@@ -169,7 +169,7 @@ def household_ids(table: pa.Table, hh: Households, rows: np.ndarray) -> list[str
     """The identifiers (as text) of the households whose first records are ``rows``."""
     if hh.column is None:
         return [f"record {int(r) + 1}" for r in rows]
-    values = table.column(hh.column).take(pa.array(rows, type=pa.int64()))
+    values = table.column(hh.column).take(from_numpy(np.asarray(rows, dtype=np.int64)))
     return [str(v) for v in values.to_pylist()]
 
 

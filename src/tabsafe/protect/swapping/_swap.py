@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from tabsafe._arrow import from_numpy
+from tabsafe._arrow import from_numpy, strings
 from tabsafe.errors import InputError, param
 from tabsafe.protect.swapping._matching import Donors, donors, draws_by_area, draws_global, es_key, match
 from tabsafe.protect.swapping._population import (
@@ -414,7 +414,7 @@ def _evaluation(table: pa.Table, hh: Any, spec: SwapSpec, swapped_hh: np.ndarray
     rec = from_numpy(hh.of_record)
 
     def labelled(codes: np.ndarray, labels: Sequence[str], mask: np.ndarray) -> pa.Array:
-        dictionary = pa.array(list(labels), type=pa.string())
+        dictionary = strings(list(labels))  # built from buffers: pa.array would import pandas
         small = np.int8 if len(labels) < 128 else np.int32
         idx = from_numpy(np.where(mask, 0, codes).astype(small), mask=mask)
         return pa.DictionaryArray.from_arrays(idx, dictionary).take(rec)

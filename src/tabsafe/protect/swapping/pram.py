@@ -257,7 +257,7 @@ def pram_records(table: pa.Table, method: Pram, seed: int, *, where: str) -> Mic
         rep[var.codes[::-1]] = np.arange(var.codes.size - 1, -1, -1)
         src = rep[new[hh.of_record]]
         i = data.schema.get_field_index(method.variable)
-        data = data.set_column(i, data.schema.field(i), data.column(method.variable).take(pa.array(src)))
+        data = data.set_column(i, data.schema.field(i), data.column(method.variable).take(from_numpy(src)))
     changed = changed_unit[hh.of_record]
     evaluation = pa.Table.from_arrays([from_numpy(changed)], names=["changed"])
     n_changed = int(changed_unit.sum())

@@ -452,6 +452,9 @@ def from_params(cls: type, params: Mapping[str, Any], *, where: str | None = Non
     if unknown:
         raise InputError(f"unknown parameter {unknown[0]!r}; known: {', '.join(known) or 'none'}", where=where)
     values = {k: known[k].constraint.from_json(k, v) for k, v in params.items()}
+    missing = [k for k, p in known.items() if p.required and k not in values]
+    if missing:
+        raise InputError(f"parameter {param(missing[0])} is required", where=where)
     try:
         return cls(**values)
     except InputError as exc:

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("tabsafe.cli.keys", "attach record keys to microdata (for the cell key method)"),
     "ptable": ("tabsafe.cli.ptable", "generate a cell key method p-table"),
     "protect": ("tabsafe.cli.protect", "protect a table with registered methods (one, or a chain)"),
+    "swap": ("tabsafe.cli.swap", "swap households' geography (targeted or random) or PRAM microdata before tabulation"),
     "risk": ("tabsafe.cli.risk", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),
     "audit": ("tabsafe.cli.audit", "differencing audit of tables released together"),
     "serve": ("tabsafe.cli.serve", "the table builder: HTTP API and web page, every table protected"),

@@ -68,7 +68,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """Options every command has: feedback and the memory budget."""
     g = parser.add_argument_group("job")
-    g.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    taken = {opt for action in parser._actions for opt in action.option_strings}
+    if "--quiet" not in taken:  # a command may define it itself
+        g.add_argument("--quiet", action="store_true", help="print nothing but errors")
     g.add_argument("--log-json", metavar="FILE",
                    help="append one JSON line per progress event to FILE (machine-readable log)")
     g.add_argument("--memory-limit", metavar="SIZE",

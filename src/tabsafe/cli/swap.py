@@ -47,7 +47,6 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
                         help="the perturbed microdata (.csv or .parquet; private: internal data)")
     parser.add_argument("--report", metavar="FILE.json", help="also write the report as JSON (private figures too)")
     parser.add_argument("--evaluation", metavar="FILE", help="also write what happened to each record (private)")
-    parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     try:
         cls = get_method(_method_in(list(argv)))
     except InputError:

@@ -82,3 +82,14 @@ def method_from_args(cls: type, args: argparse.Namespace) -> Any:
 def given(cls: type, args: argparse.Namespace) -> list[str]:
     """The parameters of ``cls`` set on the command line."""
     return [p.name for p in cls.parameters() if getattr(args, _PREFIX + p.name, None) is not None]
+
+
+def files_read(methods: Sequence[object]) -> list[str]:
+    """The files the methods' parameters name (inputs: no output may overwrite them)."""
+    out = []
+    for m in methods:
+        for p in type(m).parameters():  # type: ignore[attr-defined]
+            value = getattr(m, p.name)
+            if p.constraint.is_file and isinstance(value, str):
+                out.append(value)
+    return out

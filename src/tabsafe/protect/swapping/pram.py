@@ -35,7 +35,7 @@ import numpy as np
 
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, MicrodataMethod, MicrodataOutcome
-from tabsafe.params import Optional, Real, Text, TextList, parameter
+from tabsafe.params import File, Optional, Real, Text, TextList, parameter
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -165,7 +165,7 @@ class Pram(MicrodataMethod):
     variable: str = parameter(check=Text(identifier=True))
     within: tuple[str, ...] = parameter((), check=TextList(min_items=0))
     retention: float | None = parameter(None, check=Optional(Real(min=0, max=1)))
-    matrix: str | None = parameter(None, check=Optional(Text()))
+    matrix: str | None = parameter(None, check=Optional(File()))
     household: str | None = parameter(None, check=Optional(Text(identifier=True)))
 
     def validate(self) -> None:

@@ -36,12 +36,24 @@ def _values(small: object, tmp: Path) -> st.SearchStrategy[str]:
     ])
 
 
+def _served(census: object, tmp: Path) -> Path:
+    """A data folder of its own for the table builder's key store (the census fixture is shared)."""
+    import shutil
+
+    folder = tmp / "served"
+    folder.mkdir()
+    for name in ("persons.parquet", "meta.yaml"):
+        shutil.copy(Path(census.directory) / name, folder / name)  # type: ignore[attr-defined]
+    return folder
+
+
 def _outputs(argv: list[str]) -> list[Path]:
-    out = []
+    """The files the command line names as outputs (an option given twice: its last value)."""
+    out: dict[str, Path] = {}
     for flag, value in zip(argv, argv[1:]):
         if flag in OUTPUT_OPTIONS and value:
-            out.append(Path(value))
-    return out
+            out[flag] = Path(value)
+    return list(out.values())
 
 
 @pytest.mark.parametrize("command", sorted(set(COMMANDS) - SKIP))
@@ -56,6 +68,9 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
         "synth": ["--persons", "300"],
         "ptable": ["--max-noise", "3", "--variance", "2"],
         "risk": [persons, "--by", "sex", "--min-freq", "3"],
+        "swap": [persons, "--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3",
+                 "--swaprate", "0.05", "--seed", "1"],
+        "keys-admin": ["--data", str(_served(small_census, tmp)), "list"],
     }.get(command, [])
     actions = _actions(command, base)
     flags = [a for a in actions if a.option_strings[-1] != "--log-json"]

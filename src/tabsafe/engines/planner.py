@@ -217,14 +217,15 @@ class _Plan:
         assert isinstance(self.data, InnerCells)
         c = self.q(self.data.count)
         num = self.d.as_number(c)
+        frac = self.d.fraction(num)
         bad = self.s.run(
             f"""SELECT count(*) FILTER (WHERE {c} IS NULL) AS a,
                        count(*) FILTER (WHERE {c} IS NOT NULL AND {num} IS NULL) AS b,
                        count(*) FILTER (WHERE {num} < 0) AS c,
-                       count(*) FILTER (WHERE {num} <> floor({num})) AS d,
+                       count(*) FILTER (WHERE {frac} <> 0) AS d,
                        min({num}) FILTER (WHERE {num} < 0) AS e,
-                       min({num}) FILTER (WHERE {num} <> floor({num})) AS f,
-                       count(*) FILTER (WHERE isnan({num}) OR isinf({num})) AS g
+                       min({num}) FILTER (WHERE {frac} <> 0) AS f,
+                       count(*) FILTER (WHERE {self.d.not_finite(num)}) AS g
                 FROM {SOURCE}"""
         ).to_pylist()[0]
         col = f"count column {self.data.count!r}"
@@ -258,7 +259,7 @@ class _Plan:
         assert key is not None
         k = self.q(key.column)
         num = self.d.as_number(k)
-        frac = f"max({num} - floor({num}))" if key.modulus else "0"
+        frac = f"max({self.d.fraction(num)})" if key.modulus else "0"
         row = self.s.run(
             f"""SELECT count(*) FILTER (WHERE {k} IS NULL) AS a, count(*) FILTER (WHERE {k} IS NOT NULL AND {num} IS NULL) AS b,
                        min({num}) AS lo, max({num}) AS hi, {frac} AS fr
@@ -322,7 +323,7 @@ class _Plan:
             measures = [f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"]
         names = ["count"]
         for var in self.spec.sums:
-            measures.append(f"sum({self.d.as_decimal(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})")
+            measures.append(f"sum({self.d.as_units(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})")
             names.append(f"sum_{var}")
         key = self.spec.key
         if key is not None:
@@ -330,6 +331,10 @@ class _Plan:
             # Exact cell keys: fixed-point integers summed exactly, then reduced mod the scale.
             ints = (self.d.as_bigint(self.d.as_number(k)) if key.modulus is not None
                     else self.d.as_bigint(f"round({self.d.as_number(k)} * {key.scale})"))
+            if n_rows * (key.scale - 1) > 2**63 - 1:
+                # The sum could pass a BIGINT (Spark's sum of BIGINT is a BIGINT; DuckDB's a
+                # HUGEINT): sum exact 38-digit decimals instead, which hold any such sum.
+                ints = f"CAST({ints} AS DECIMAL(38, 0))"
             measures.append(self.d.as_bigint(self.d.mod(f"sum({ints})", str(key.scale))))
             names.append("ckey_int")
         where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
@@ -391,8 +396,9 @@ class _Plan:
         for n in names:
             col = result.column(n)
             if n.startswith("sum_"):
-                # exact decimal sums, converted once: the same float in every run
-                arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False)
+                # exact sums of whole units of 10^-digits, converted once: the float nearest the
+                # exact sum (one correctly rounded division), the same in every run and engine
+                arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False) / 10.0 ** self.spec.sum_digits
             else:
                 arr = to_numpy(col, fill=0).astype(np.int64, copy=False)
             values[n] = arr[keep] if not keep.all() else arr

@@ -166,6 +166,8 @@ def local_session(master: str | None = None, conf: Mapping[str, str] | None = No
         for key, value in settings.items():
             builder = builder.config(key, value)
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        # Python tasks (the Spark census generator) run in this interpreter, which has tabsafe
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
         with _jvm_output_to_log(), warnings.catch_warnings():
             # pyspark warns about pandas versions it has not been tested with; tabsafe passes
             # Arrow, not pandas, between Python and the JVM
@@ -243,6 +245,25 @@ def _out_of_memory(exc: BaseException) -> bool:
     return "OutOfMemoryError" in text or "SparkOutOfMemoryError" in text or "UNABLE_TO_ACQUIRE_MEMORY" in text
 
 
+@contextlib.contextmanager
+def spark_errors(what: str, *, where: str | None = None) -> Iterator[None]:
+    """Spark's failures (Py4J and PySpark errors of many kinds) as tabsafe's one-line errors:
+    running out of memory is :class:`TooLargeError`, anything else :class:`InputError` with
+    ``what`` and the first line of Spark's message."""
+    try:
+        with _quiet_python_loggers(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    except (InputError, TooLargeError):
+        raise
+    except Exception as exc:
+        if _out_of_memory(exc):
+            raise TooLargeError(f"the engine ran out of memory: {_first_line(exc)}", where=where,
+                                hint="raise the memory limit (the driver's heap) or tabulate fewer variables"
+                                ) from None
+        raise InputError(f"{what}: {_first_line(exc)}", where=where) from None
+
+
 def _plain_arrow(table: pa.Table) -> pa.Table:
     """Dictionary columns (categoricals, as the synthetic census writes them) as plain values:
     Spark takes Arrow data of its own types only."""
@@ -308,16 +329,8 @@ class _Session:
         self._views.append(name)
 
     def run(self, sql: str) -> pa.Table:
-        try:
-            with _quiet_python_loggers(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                return self.spark.sql(sql).toArrow()
-        except Exception as exc:
-            if _out_of_memory(exc):
-                raise TooLargeError(f"the engine ran out of memory: {_first_line(exc)}", where=self.where,
-                                    hint="raise the memory limit (the driver's heap) or tabulate fewer variables"
-                                    ) from None
-            raise InputError(f"cannot read data: {_first_line(exc)}", where=self.where) from None
+        with spark_errors("cannot read data", where=self.where):
+            return self.spark.sql(sql).toArrow()
 
     def close(self) -> None:
         for name in self._views:

@@ -29,6 +29,9 @@ class Dialect:
     name: str
     text_type: str  # the SQL type of text ("VARCHAR", "STRING")
     string_escape_backslash: bool = False  # Spark: backslash escapes in string literals
+    # Aggregate records to inner cells before the grouping sets: for engines that copy every
+    # input row once per grouping set (Spark's Expand), so they copy inner cells, not records.
+    pre_aggregate: bool = False
 
     def ident(self, name: str) -> str:
         """A quoted identifier."""

@@ -283,7 +283,6 @@ class _Plan:
     def _aggregate(self, declared: Mapping[str, Hierarchy | None], dims: Sequence[Dimension] | None,
                    n_rows: int) -> Table:
         hiers = [d.hierarchy for d in dims] if dims is not None else [declared[v] for v in self.spec.by]
-        select: list[str] = []  # grouped expressions, aliased
         groups: list[list[str]] = []  # per variable: its grouping alternatives besides "total"
         aliases: list[list[str]] = []  # the same, as output columns
         joins: list[str] = []
@@ -291,7 +290,6 @@ class _Plan:
             expr = self._text(var)
             if h is None:
                 # No codelist yet: group on the codes; they are checked and placed after the pass.
-                select.append(f"{expr} AS d{i}")
                 groups.append([expr])
                 aliases.append([f"d{i}"])
                 continue
@@ -308,22 +306,21 @@ class _Plan:
             self.s.register(f"map_{i}", arrow_table(rows))
             joins.append(f"JOIN map_{i} ON {expr} = map_{i}._ts_code")
             levels = [f"map_{i}._ts_l{lv}" for lv in range(1, depth + 1)]
-            select += [f"{c} AS d{i}_{lv}" for lv, c in enumerate(levels, start=1)]
             groups.append(levels)
             aliases.append([f"d{i}_{lv}" for lv in range(1, depth + 1)])
-        sets = [
-            "(" + ", ".join(c for c in choice if c is not None) + ")"
-            for choice in itertools.product(*[[None, *alts] for alts in groups])
-        ]
-        grouped = [e for alts in groups for e in alts]
+        # Every measure as (its aggregate over records, what the cell's value is of that total):
+        # counts, whole units and key integers are exact sums, so partial totals add up.
+        def same(total: str) -> str:
+            return total
 
+        parts: list[tuple[str, Any]]
         if isinstance(self.data, Microdata):
-            measures = ["count(*)"]
+            parts = [("count(*)", same)]
         else:
-            measures = [f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"]
+            parts = [(f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})", same)]
         names = ["count"]
         for var in self.spec.sums:
-            measures.append(f"sum({self.d.as_units(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})")
+            parts.append((f"sum({self.d.as_units(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})", same))
             names.append(f"sum_{var}")
         key = self.spec.key
         if key is not None:
@@ -335,15 +332,35 @@ class _Plan:
                 # The sum could pass a BIGINT (Spark's sum of BIGINT is a BIGINT; DuckDB's a
                 # HUGEINT): sum exact 38-digit decimals instead, which hold any such sum.
                 ints = f"CAST({ints} AS DECIMAL(38, 0))"
-            measures.append(self.d.as_bigint(self.d.mod(f"sum({ints})", str(key.scale))))
+            scale = str(key.scale)
+            parts.append((f"sum({ints})", lambda total: self.d.as_bigint(self.d.mod(total, scale))))
             names.append("ckey_int")
         where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        source = f"{SOURCE} {' '.join(joins)} {where}"
+        if self.d.pre_aggregate:
+            # Two phases: records → one row per combination of leaf codes (every level column
+            # is a function of the leaf), then the grouping sets over those rows. An engine
+            # that expands each row once per grouping set (Spark) expands inner cells, not records.
+            raw = [e for alts in groups for e in alts]
+            inner_name = {e: f"_ts_g{j}" for j, e in enumerate(raw)}
+            inner = ", ".join(f"{e} AS {inner_name[e]}" for e in raw)
+            partial = ", ".join(f"{agg} AS _ts_m{j}" for j, (agg, _) in enumerate(parts))
+            source = f"(SELECT {inner}, {partial} FROM {source} GROUP BY {', '.join(raw)}) t0"
+            groups = [[inner_name[e] for e in alts] for alts in groups]
+            measures = [final(f"sum(_ts_m{j})") for j, (_, final) in enumerate(parts)]
+        else:
+            measures = [final(agg) for agg, final in parts]
+        select = [f"{c} AS {a}" for alts, als in zip(groups, aliases) for c, a in zip(alts, als)]
+        sets = [
+            "(" + ", ".join(c for c in choice if c is not None) + ")"
+            for choice in itertools.product(*[[None, *alts] for alts in groups])
+        ]
+        grouped = [e for alts in groups for e in alts]
         known = all(h is not None for h in hiers)
         if not known:
             select.append(f"{self.d.grouping_id(grouped)} AS _ts_gid")
         select += [f"{m} AS {self.q(n)}" for m, n in zip(measures, names)]
-        sql = (f"SELECT {', '.join(select)} FROM {SOURCE} {' '.join(joins)} {where} "
-               f"GROUP BY GROUPING SETS ({', '.join(sets)})")
+        sql = f"SELECT {', '.join(select)} FROM {source} GROUP BY GROUPING SETS ({', '.join(sets)})"
         if known:
             # Every codelist known: the cell id (the mixed-radix number of the positions) is
             # computed in the engine, and only ids and values come back.

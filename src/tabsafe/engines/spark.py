@@ -28,8 +28,9 @@ Give your own session (a cluster, your settings)::
 ``engine="spark"`` (``--engine spark`` on the command line) uses the active SparkSession if the
 process has one, otherwise a local one: master ``$TABSAFE_SPARK_MASTER`` or ``local[2]``, the
 driver's heap from the job's memory budget (:mod:`tabsafe.memory`), shuffle and spill files in a
-private temporary folder, and the JVM's log in a file (``$TABSAFE_SPARK_LOG`` or a temporary
-file) instead of the terminal. Spark's own ``spark-defaults.conf`` applies as usual.
+private temporary folder, and the JVM's output in a file instead of the terminal (kept when
+``$TABSAFE_SPARK_LOG`` names it, removed at exit otherwise). Spark's own ``spark-defaults.conf``
+applies as usual.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ import atexit
 import contextlib
 import logging
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -138,7 +140,7 @@ def local_session(master: str | None = None, conf: Mapping[str, str] | None = No
     """
     with _LOCK:
         session = _LOCAL.get("session")
-        if session is not None and not session.sparkContext._jsc.sc().isStopped():
+        if session is not None and _alive(session):
             return session
         from pyspark.sql import SparkSession
 
@@ -178,20 +180,28 @@ def local_session(master: str | None = None, conf: Mapping[str, str] | None = No
         return session
 
 
+def _alive(session: Any) -> bool:
+    try:
+        return not session.sparkContext._jsc.sc().isStopped()
+    except Exception:  # a stopped context has no Java side left to ask
+        return False
+
+
 def _log_path() -> str:
+    """Where the JVM writes: ``$TABSAFE_SPARK_LOG`` (kept), else a private temporary file removed
+    at exit (task failures can quote record values; the user gets tabsafe's one line instead)."""
     path = os.environ.get("TABSAFE_SPARK_LOG")
     if path:
         return path
     fd, path = tempfile.mkstemp(prefix="tabsafe-spark-", suffix=".log")
     os.close(fd)
-    atexit.register(_remove_if_empty, path)
+    atexit.register(_remove, path)
     return path
 
 
-def _remove_if_empty(path: str) -> None:
+def _remove(path: str) -> None:
     with contextlib.suppress(OSError):
-        if os.path.getsize(path) == 0:
-            os.remove(path)
+        os.remove(path)
 
 
 @contextlib.contextmanager
@@ -233,10 +243,18 @@ def _quiet_python_loggers() -> Iterator[None]:
 
 
 def _first_line(exc: BaseException) -> str:
+    """The line of Spark's message that says what went wrong (not the JVM's stack)."""
+    java = getattr(exc, "java_exception", None)
     text = str(exc).strip()
-    if not text and getattr(exc, "java_exception", None) is not None:  # pragma: no cover - py4j detail
-        text = str(exc.java_exception)
-    line = text.splitlines()[0] if text else type(exc).__name__
+    if text.startswith("An error occurred while calling") and java is not None:
+        text = str(java.toString()).strip()  # a bare Py4J error: the Java exception says more
+    lines = text.splitlines()
+    if "Traceback (most recent call last)" in text:
+        # a Python task failed: its exception is the last unindented "...Error: ..." line
+        raised = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception)\b", ln)]
+        if raised:
+            return raised[-1].strip()
+    line = lines[0] if lines else type(exc).__name__
     return line.split(" SQLSTATE:")[0].strip()
 
 
@@ -287,17 +305,14 @@ class _Session:
             self.spark.conf.set(key, value)
         self._views: list[str] = []
         try:
-            with _quiet_python_loggers():
+            with spark_errors("cannot read data", where=self.where):
                 self.frame = self._read(source)
                 self.frame.createOrReplaceTempView(SOURCE)
                 self._views.append(SOURCE)
                 self._columns = {f.name: _kind(f.dataType.simpleString()) for f in self.frame.schema.fields}
-        except InputError:
+        except BaseException:
             self.close()
             raise
-        except Exception as exc:  # pyspark raises Py4J and PySpark errors of many kinds
-            self.close()
-            raise InputError(f"cannot read data: {_first_line(exc)}", where=self.where) from None
 
     def _read(self, source: Source) -> Any:
         if isinstance(source, FileSource):

@@ -1,7 +1,7 @@
 """Spark and DuckDB give the same tables, cell by cell, and the same one-line errors.
 
-Spark runs in local mode on one JVM shared by the whole module (``xdist_group``: every test here
-goes to the same worker). Each comparison runs the same :class:`TableSpec` on both engines and
+Spark runs in local mode on one JVM shared by the whole module (the suite distributes whole files
+to workers, ``--dist loadfile`` in pyproject.toml, so one worker starts one JVM). Each comparison runs the same :class:`TableSpec` on both engines and
 requires every stored cell id and every column to be *equal* (not close): counts, decimal sums,
 exact cell keys, and the cell key method's published counts and magnitudes.
 """
@@ -27,9 +27,6 @@ from tabsafe.model.microdata import FileSource, InnerCells
 from tabsafe.model.spec import KeySpec, TableSpec
 from tabsafe.protect.cell_key_method import CellKeyMethod
 from tabsafe.tabulation import tabulate
-
-pytestmark = pytest.mark.xdist_group("spark")
-
 
 @pytest.fixture(scope="module")
 def spark():

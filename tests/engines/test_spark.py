@@ -1,9 +1,10 @@
 """Spark and DuckDB give the same tables, cell by cell, and the same one-line errors.
 
-Spark runs in local mode on one JVM shared by the whole module (the suite distributes whole files
-to workers, ``--dist loadfile`` in pyproject.toml, so one worker starts one JVM). Each comparison runs the same :class:`TableSpec` on both engines and
-requires every stored cell id and every column to be *equal* (not close): counts, decimal sums,
-exact cell keys, and the cell key method's published counts and magnitudes.
+Spark runs in local mode on one JVM shared by the whole module (the suite gives whole files to
+workers, ``--dist loadfile`` in pyproject.toml, so one worker starts one JVM). Each comparison runs
+the same :class:`TableSpec` on both engines and requires every stored cell id and every column to
+be *equal* (not close): counts, decimal sums, exact cell keys, and the cell key method's
+published counts and magnitudes.
 """
 
 from __future__ import annotations

@@ -21,9 +21,9 @@ import time
 from typing import Any
 
 import numpy as np
+from common import HYPERCUBE, OUT, measure
 
 import tabsafe as ts
-from common import HYPERCUBE, OUT, measure
 from tabsafe.io import read_meta
 from tabsafe.model.spec import TableSpec
 from tabsafe.protect.cell_key_method import CellKeyMethod
@@ -125,8 +125,8 @@ def run() -> dict:
         data, synth_seconds = _census(n, spark)
         md = ts.Microdata.from_file(data.persons, codelists=read_meta(data.meta))
         row: dict[str, Any] = {"synth_on_spark_seconds": synth_seconds}
-        table, duck = measure(lambda: ts.tabulate(md, spec, engine="duckdb"), repeat=1)
-        protection, duck_ckm = measure(lambda: method.protect(table), repeat=1)
+        table, duck = measure(lambda md=md: ts.tabulate(md, spec, engine="duckdb"), repeat=1)
+        protection, duck_ckm = measure(lambda table=table: method.protect(table), repeat=1)
         row["duckdb"] = {"tabulate_with_keys": duck, "ckm": duck_ckm,
                          "total_seconds": round(duck["seconds"] + duck_ckm["seconds"], 3)}
         if previous is not None and previous[1] * n / previous[0] > BUDGET:
@@ -135,11 +135,11 @@ def run() -> dict:
             continue
         metrics = _PlanMetrics()
         try:
-            spark_table, sp = measure(lambda: ts.tabulate(md, spec, engine=spark), repeat=1)
+            spark_table, sp = measure(lambda md=md: ts.tabulate(md, spec, engine=spark), repeat=1)
             plan = metrics.read()
         finally:
             metrics.close()
-        spark_protection, sp_ckm = measure(lambda: method.protect(spark_table), repeat=1)
+        spark_protection, sp_ckm = measure(lambda t=spark_table: method.protect(t), repeat=1)
         release = protection.release.table
         spark_release = spark_protection.release.table
         identical = bool(np.array_equal(release.ids, spark_release.ids)

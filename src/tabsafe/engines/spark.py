@@ -183,7 +183,7 @@ def local_session(master: str | None = None, conf: Mapping[str, str] | None = No
 def _alive(session: Any) -> bool:
     try:
         return not session.sparkContext._jsc.sc().isStopped()
-    except Exception:  # a stopped context has no Java side left to ask
+    except Exception:  # noqa: BLE001 - a stopped context has no Java side left to ask
         return False
 
 
@@ -274,7 +274,7 @@ def spark_errors(what: str, *, where: str | None = None) -> Iterator[None]:
             yield
     except (InputError, TooLargeError):
         raise
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - Py4J and PySpark raise errors of many kinds
         if _out_of_memory(exc):
             raise TooLargeError(f"the engine ran out of memory: {_first_line(exc)}", where=where,
                                 hint="raise the memory limit (the driver's heap) or tabulate fewer variables"

@@ -8,7 +8,9 @@ Given a :class:`~tabsafe.model.spec.TableSpec`, the planner
 3. writes **one** aggregation over ``GROUPING SETS`` — one set per combination of hierarchy
    levels, the total being "not grouped" — counting records (or summing inner cells), summing
    magnitudes as exact decimals and record keys as exact fixed-point integers (the cell key,
-   METHODS.md §2), with the filter compiled into the engine's dialect,
+   METHODS.md §2), with the filter compiled into the engine's dialect (engines that copy every
+   row once per grouping set, Spark, first aggregate the records to inner cells in the same
+   query: ``Dialect.pre_aggregate``),
 4. validates every observed code against its codelist (without a filter, from the
    single-variable grouping sets of the same pass: no extra scan), and
 5. turns the answer into a sparse :class:`~tabsafe.model.table.Table`: the cells with records,

@@ -72,7 +72,7 @@ PROTECTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
     ("hypercube", "ckm", {"ptable": PTableParams(max_noise=5, variance=3, js=2)}),
     ("area_age_sex", "ckm", {"ptable": PTableParams(max_noise=5, variance=3, js=2)}),
     ("area_age_sex", "round", {"mode": "random", "base": 3}),
-    ("area_age_sex", "round", {"mode": "controlled", "base": 3, "time_limit": 10}),
+    ("area_age_sex", "controlled-round", {"base": 3}),
     ("area_age_citizenship", "suppress", {"min_freq": 3}),
 )
 

@@ -20,7 +20,7 @@ from tabsafe.solver import Solution
 __all__ = ["DEFAULT_WORK_LIMIT", "Effort", "Limits", "Tuning", "Work"]
 
 #: The default budget of branch-and-bound nodes (measured: see the ControlledRounding docstring).
-DEFAULT_WORK_LIMIT = 2_000
+DEFAULT_WORK_LIMIT = 5_000
 
 
 @dataclass(frozen=True)
@@ -63,12 +63,12 @@ class Tuning:
     group: int = 8
     horizon: int = 16
     pull: float = 1.0
-    slice_nodes: int = 1_000
+    slice_nodes: int = 100
     lookahead_nodes: int = 100
     neighbourhood_cells: int = 2_000
-    neighbourhood_nodes: int = 50
+    neighbourhood_nodes: int = 10
     stall: int = 200
-    part_nodes: int = 1_000
+    part_nodes: int = 500
     search_seed: int = 0
 
 

@@ -211,7 +211,7 @@ INFEASIBLE = [[[[5, 0], [0, 0]], [[5, 0], [1, 0]]], [[[0, 4], [0, 0]], [[1, 1], 
 
 def infeasible_table() -> ts.Table:
     vals = np.array(INFEASIBLE)
-    rows = [dict(a=f"a{i}", b=f"b{j}", c=f"c{k}", d=f"d{m}", n=int(vals[i, j, k, m]))
+    rows = [{"a": f"a{i}", "b": f"b{j}", "c": f"c{k}", "d": f"d{m}", "n": int(vals[i, j, k, m])}
             for i, j, k, m in itertools.product(range(2), repeat=4)]
     return ts.tabulate(ts.InnerCells.from_frame(pd.DataFrame(rows), count="n"), ["a", "b", "c", "d"])
 

@@ -131,7 +131,7 @@ def test_consistent_mode_needs_microdata(tmp_path: Path, small_census, capsys) -
 
 def test_infeasible_controlled_rounding_writes_nothing_and_suggests_steps(tmp_path: Path, capsys) -> None:
     vals = np.array(INFEASIBLE)
-    rows = [dict(a=f"a{i}", b=f"b{j}", c=f"c{k}", d=f"d{m}", n=int(vals[i, j, k, m]))
+    rows = [{"a": f"a{i}", "b": f"b{j}", "c": f"c{k}", "d": f"d{m}", "n": int(vals[i, j, k, m])}
             for i, j, k, m in itertools.product(range(2), repeat=4)]
     src = tmp_path / "cells.csv"
     pd.DataFrame(rows).to_csv(src, index=False)

@@ -51,8 +51,8 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = [
     "Mode",
     "Rounding",
-    "conventional_round",
     "consistent_round",
+    "conventional_round",
     "random_round",
     "semi_controlled_round",
     "small_cell_adjust",

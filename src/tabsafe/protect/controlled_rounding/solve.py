@@ -44,6 +44,12 @@ from tabsafe.protect.controlled_rounding.work import DEFAULT_WORK_LIMIT, Limits,
 
 __all__ = ["DEFAULT_PART_CELLS", "ControlledResult", "SolutionKind", "controlled_round", "rapid_round"]
 
+#: the measured defaults of the strategies
+DEFAULT_TUNING = Tuning()
+
+RAPID_NOTE = ("RAPID: inner cells at their nearest multiple, aggregates by addition; aggregates may be several "
+              "bases from their true values")
+
 #: tau-ARGUS rounds tables of up to about 150K cells in one model (000 §5.5.1 "Very large tables").
 DEFAULT_PART_CELLS = 150_000
 
@@ -122,7 +128,7 @@ def controlled_round(
     work_limit: int = DEFAULT_WORK_LIMIT,
     time_limit: float | None = None,
     part_cells: int = DEFAULT_PART_CELLS,
-    tuning: Tuning = Tuning(),
+    tuning: Tuning = DEFAULT_TUNING,
 ) -> ControlledResult:
     """Controlled rounding of every cell of ``table`` (000 §5.5, §5.5.1; METHODS.md §4).
 
@@ -193,8 +199,7 @@ def _result(problem: Problem, work: Work, values: np.ndarray, *, lower: float, b
 def _rapid(problem: Problem, work: Work) -> ControlledResult:
     values = problem.grid.aggregate(np.where(problem.grid.table.leaf_mask, nearest(problem.z, problem.base), 0))
     return _result(problem, work, values, lower=problem.nearest_bound, bound_kind="nearest", status="rapid",
-                   notes=("RAPID: inner cells at their nearest multiple, aggregates by addition; aggregates may "
-                          "be several bases from their true values",))
+                   notes=(RAPID_NOTE,))
 
 
 def _direct(problem: Problem, work: Work, kind: SolutionKind) -> ControlledResult:

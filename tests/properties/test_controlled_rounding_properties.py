@@ -23,6 +23,7 @@ from tabsafe.protect.controlled_rounding.partition import partitioned
 from tabsafe.protect.controlled_rounding.program import Part, Problem, Pull, solve_part
 from tabsafe.protect.controlled_rounding.steps import objective, step_range, violation
 from tabsafe.protect.controlled_rounding.work import Effort, Limits, Work
+from tabsafe.solver import Solution
 
 SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 #: forces the large-table path (LP relaxation, sequential rounding, neighbourhood search)
@@ -281,6 +282,18 @@ def test_the_method_reports_the_limit_and_reproducibility() -> None:
     q = ControlledRounding(base=3, steps=1, time_limit=3600).protect(t)
     assert np.array_equal(p.release.counts, q.release.counts)
     assert q.report.figures["reproducible"] is True
+
+
+def test_a_program_never_gets_more_nodes_than_the_budget_has_left() -> None:
+    work = Work(Limits(work=10))
+    assert work.effort(50).nodes == 10 and work.effort().nodes == 10
+    sol = Solution("feasible", np.zeros(1), 0.0, 0.0, 0.0, 0.1, nodes=7, limit="nodes")
+    work.charge(sol, Effort(nodes=10))
+    assert work.nodes == 7 and work.effort(50).nodes == 3 and work.stopped_by is None
+    work.charge(Solution("optimal", np.zeros(1), 0.0, 0.0, 0.0, 0.1, nodes=0), Effort(nodes=3))
+    assert work.nodes == 8  # a program settled at its root counts one
+    work.charge(Solution("feasible", np.zeros(1), 0.0, 0.0, 0.0, 0.1, nodes=2, limit="nodes"), Effort(nodes=2))
+    assert work.effort(5) is None and work.stopped_by == "work" and work.reproducible
 
 
 def test_a_time_limit_that_stops_the_search_is_reported_as_not_reproducible() -> None:

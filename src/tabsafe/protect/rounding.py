@@ -164,7 +164,7 @@ class Rounding(TableMethod):
     Controlled rounding (additive, optimised) is the method ``controlled-round``.
 
     Attributes:
-        mode: the variant: conventional, random, semi-controlled, consistent or small-cell.
+        mode: the rounding variant (000 §5.5; the module docstring of tabsafe.protect.rounding).
         base: the rounding base b (1 leaves every table as it is).
         control: semi-controlled only: the variable whose codes' totals are controlled (default:
             the grand total).

@@ -296,6 +296,14 @@ def test_a_program_never_gets_more_nodes_than_the_budget_has_left() -> None:
     assert work.effort(5) is None and work.stopped_by == "work" and work.reproducible
 
 
+def test_the_presolve_probe_has_a_time_cap_of_its_own() -> None:
+    """The probe (presolve only: no nodes) is capped in time even without a time limit, and
+    within the time limit when there is one."""
+    assert Work(Limits()).probe(10.0) == Effort(nodes=0, seconds=10.0)
+    effort = Work(Limits(time=2.0)).probe(10.0)
+    assert effort.nodes == 0 and effort.seconds is not None and effort.seconds <= 2.0
+
+
 def test_a_time_limit_that_stops_the_search_is_reported_as_not_reproducible() -> None:
     work = Work(Limits(work=10, time=0.01))
     time.sleep(0.07)

@@ -44,7 +44,9 @@ class ControlledRounding(TableMethod):
     400 nodes, the neighbourhood search about 1,000 boxes (most settled by presolve) until 200 in
     a row bring nothing — 1,377 nodes in all, objective 0.75% above the LP bound
     (``bench/bench_rounding.py`` checks that a second run gives the identical table). The stall limit, not the budget, usually ends the search; the budget leaves room
-    for tables several times larger and bounds the work on hard ones.
+    for tables several times larger and bounds the work on hard ones. Nodes are not seconds: a
+    node of a program of a hundred thousand cells with steps can take minutes, so on tables of
+    that size give ``time_limit`` too.
 
     Attributes:
         base: the rounding base b.

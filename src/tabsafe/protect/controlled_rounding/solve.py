@@ -217,7 +217,7 @@ def _large(problem: Problem, work: Work, kind: SolutionKind, tuning: Tuning) -> 
     notes: list[str] = []
     # presolve of the whole program: it proves at once when no rounding exists in many cases
     # where the LP relaxation is still feasible (sparse tables)
-    probe = solve_part(problem, Part.whole(problem), work.probe())
+    probe = solve_part(problem, Part.whole(problem), work.probe(tuning.probe_seconds))
     if probe.status == "infeasible":
         _fail(problem, "infeasible", work)
     relaxation = relax(problem, work)
@@ -269,7 +269,7 @@ def _large(problem: Problem, work: Work, kind: SolutionKind, tuning: Tuning) -> 
 def _partitioned(problem: Problem, work: Work, tuning: Tuning, part_cells: int) -> ControlledResult:
     """A table above ``part_cells``: a presolve of the whole program (it proves at once that no
     rounding exists when that is so), then the table part by part."""
-    probe = solve_part(problem, Part.whole(problem), work.probe())
+    probe = solve_part(problem, Part.whole(problem), work.probe(tuning.probe_seconds))
     if probe.status == "infeasible":
         _fail(problem, "infeasible", work)
     out = partitioned(problem, work, tuning, part_cells)

@@ -6,8 +6,11 @@ branch-and-bound nodes of HiGHS summed over every integer program of the roundin
 settled at its root node counts one). Every program runs on one thread with a fixed random seed
 under a node limit, and the strategies spend a fixed number of programs (the sequential rounding
 one per slice; the neighbourhood search until the budget, its stall limit or the bound stops it),
-so the same table and parameters give the same rounding on any machine. A time limit may be added
-as an extra cap; when it is what stopped the search, the result says it is not reproducible.
+so the same table and parameters give the same rounding on any machine. One solve has a time
+cap of its own: the presolve that looks for a proof that no rounding exists (it may take minutes
+on a million-cell program with steps); it can only turn a rounding into an error, never change a
+rounding that is returned. A time limit may be added as an extra cap; when it is what stopped the
+search, the result says it is not reproducible.
 """
 
 from __future__ import annotations
@@ -54,6 +57,8 @@ class Tuning:
         stall: the improvement search stops after this many neighbourhoods in a row without
             a better rounding.
         part_nodes: node cap of one part of a partitioned table.
+        probe_seconds: time cap of the presolve that looks for a proof that no rounding exists
+            (presolving a million-cell program with steps can take minutes).
         search_seed: seed of the improvement search's choice of neighbourhoods (fixed: the
             rounding is a deterministic function of the table and the parameters).
     """
@@ -69,6 +74,7 @@ class Tuning:
     neighbourhood_nodes: int = 10
     stall: int = 200
     part_nodes: int = 500
+    probe_seconds: float = 10.0
     search_seed: int = 0
 
 
@@ -138,10 +144,12 @@ class Work:
         nodes = self.nodes_left if cap is None else min(cap, self.nodes_left)
         return Effort(nodes=nodes, seconds=self.seconds_left, gap=gap, first_feasible=first_feasible)
 
-    @staticmethod
-    def probe() -> Effort:
-        """Presolve only: proves many programs infeasible at once, for no nodes."""
-        return Effort(nodes=0)
+    def probe(self, seconds: float) -> Effort:
+        """Presolve only, for at most ``seconds``: it proves many programs infeasible at once, for
+        no nodes. Its time cap never changes a rounding that is returned (the probe can only say
+        that none exists), so it does not count as a limit that stopped the search."""
+        left = self.seconds_left
+        return Effort(nodes=0, seconds=seconds if left is None else max(0.01, min(seconds, left)))
 
     # -- what was spent -------------------------------------------------------------------
     def charge(self, sol: Solution, effort: Effort) -> None:

@@ -24,6 +24,14 @@ SHOWN = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
+    from tabsafe.cli.release import add_audit_arguments, wants_release
+
+    if wants_release(list(argv)):  # the release audit of published tables (tabsafe.cli.release)
+        add_audit_arguments(parser, list(argv))
+        return
+    parser.add_argument("--release", nargs="+", metavar="FILE",
+                        help="audit a release as published instead: the intruder's interval programs over all its "
+                             "tables (see --release FILE --help)")
     parser.add_argument("spec", metavar="SPEC", help="YAML file: data, derived variables, tables")
     parser.add_argument("--threshold", type=int, default=None,
                         help="small = 0 < n < threshold (default: the SPEC's, else 3)")
@@ -71,6 +79,10 @@ def describe_sliver(row: dict[str, object]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "release", None):
+        from tabsafe.cli.release import run_audit
+
+        return run_audit(args)
     kind = _output_kind(args.out) if args.out else None
     spec = DifferencingSpec.from_yaml(args.spec)
     if args.max_order is not None:

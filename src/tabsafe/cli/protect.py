@@ -7,6 +7,8 @@ chained methods share is one option. The release (``--out``) holds published val
 ``--keep-original`` makes it an evaluation file with the original counts, ``--evaluation FILE``
 writes the evaluation values (originals, keys, statuses) to a file of their own, and ``--report``
 the method's report (its private figures only beside an evaluation output).
+``--release RELEASE.yaml`` protects the tables of a release config together instead
+(:mod:`tabsafe.cli.release`).
 """
 
 from __future__ import annotations

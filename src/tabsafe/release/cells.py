@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tabsafe.errors import InputError
-from tabsafe.model.filter import And, Compare, Filter, In
+from tabsafe.model.filter import And, Compare, Filter, In, coerce
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Table
 
@@ -174,12 +174,12 @@ class ReleaseCells:
 
     @classmethod
     def build(cls, tables: Sequence[Table], *, names: Sequence[str] | None = None,
-              wheres: Sequence[Filter | None] | None = None,
+              wheres: Sequence[Filter | str | None] | None = None,
               same_codes: Sequence[Sequence[str]] = ()) -> ReleaseCells:
         """The union of ``tables`` (each with its filter) as one set of cells."""
         dense = tuple(t.densify() for t in tables)
         names = tuple(names) if names is not None else tuple(f"table {i + 1}" for i in range(len(dense)))
-        wheres = tuple(wheres) if wheres is not None else (None,) * len(dense)
+        wheres = tuple(coerce(w) for w in wheres) if wheres is not None else (None,) * len(dense)
         if not dense or len(names) != len(dense) or len(wheres) != len(dense):
             raise InputError("a release needs its tables, one name and one filter each")
         group_of: dict[str, str] = {}

@@ -71,10 +71,20 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit) -> np
     for p in np.flatnonzero(result.narrow).tolist():
         pool = np.asarray(holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
         pool = pool[allowed[pool]] if pool.size else pool
-        if pool.size == 0:  # no dual information: the published neighbours of p
-            rels = AT[p].indices
-            pool = np.unique(A[rels].indices) if rels.size else np.zeros(0, dtype=np.int64)
-            pool = pool[allowed[pool]]
+        # no dual information, or only cells that may not be hidden: the published neighbours of
+        # p, else of the suppressed cells it is tied to (a suppressed aggregate whose children
+        # are published zeros is protected through its one suppressed child's other relations)
+        reached = np.zeros(problem.n_cells, dtype=bool)
+        reached[p] = True
+        frontier = np.array([p])
+        for _ in range(4):
+            if pool.size or frontier.size == 0:
+                break
+            rels = np.unique(AT[frontier].indices)
+            near = np.unique(A[rels].indices) if rels.size else np.zeros(0, dtype=np.int64)
+            pool = near[allowed[near]]
+            frontier = near[suppressed[near] & ~reached[near]]
+            reached[frontier] = True
         if pool.size == 0:
             raise MethodError(
                 f"primary cell {problem.name(p)} cannot be protected: every cell that could hide it is "

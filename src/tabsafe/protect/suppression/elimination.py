@@ -33,7 +33,7 @@ from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression.problem import Problem
 
-__all__ = ["Elimination", "chain_basis", "gauss", "joint_basis", "null_basis"]
+__all__ = ["Elimination", "chain_basis", "gauss", "joint_basis", "null_basis", "support_basis", "table_basis"]
 
 _TOL = 1e-9
 
@@ -78,6 +78,42 @@ def null_basis(table: Table) -> list[dict[int, float]]:
             col = {r + p * stride: a * b for r, a in col.items() for p, b in vec.items()}
         columns.append(col)
     return columns
+
+
+def support_basis(table: Table) -> list[dict[int, float]]:
+    """A sparse basis of the additive tables of ``table``'s grid that are zero wherever the table
+    is zero: one column per non-zero inner cell, 1 at that cell and at every margin it adds to
+    (the cells-by-inner-cells model matrix of GaussSuppression, restricted to the inner cells with
+    records).
+
+    An additive table is fixed by its inner cells; zero inner cells are published zeros, and a
+    zero margin's inner cells are all zero, so these columns span exactly the additive tables an
+    intruder cannot tell from the true one once every zero cell is published (``zeros='never'``).
+    On a sparse table (the 7-variable census hypercube is 92% zeros) this is a small part of the
+    full basis, and the elimination never publishes the zeros one by one.
+    """
+    dense = table.densify()
+    counts = np.asarray(dense.counts)
+    leaf_cells = np.flatnonzero(np.asarray(dense.leaf_mask) & (counts != 0))
+    above: list[list[np.ndarray]] = []  # per dimension, per code position: the positions of its ancestors and itself
+    for d in dense.dimensions:
+        h = d.hierarchy
+        above.append([np.array([h.position[a] for a in h.ancestors(code)], dtype=np.int64) for code in h.order])
+    positions = [np.asarray(dense.positions(a), dtype=np.int64) for a in range(len(dense.dimensions))]
+    strides = dense.strides
+    columns: list[dict[int, float]] = []
+    for cell in leaf_cells.tolist():
+        ids = np.zeros(1, dtype=np.int64)
+        for axis, stride in enumerate(strides):
+            ids = (ids[:, None] + above[axis][positions[axis][cell]][None, :] * stride).ravel()
+        columns.append(dict.fromkeys(ids.tolist(), 1.0))
+    return columns
+
+
+def table_basis(table: Table, zeros_published: bool) -> list[dict[int, float]]:
+    """The basis the elimination starts from: :func:`support_basis` when every zero cell is
+    published, else :func:`null_basis`."""
+    return support_basis(table) if zeros_published else null_basis(table)
 
 
 class Elimination:

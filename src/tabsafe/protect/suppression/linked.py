@@ -20,7 +20,7 @@ import numpy as np
 
 from tabsafe.errors import InputError
 from tabsafe.model.table import Dimension, Table
-from tabsafe.protect.suppression.elimination import joint_basis, null_basis
+from tabsafe.protect.suppression.elimination import joint_basis, table_basis
 from tabsafe.protect.suppression.problem import CellSystem, Problem, Settings, cell_name
 from tabsafe.release.cells import ReleaseCells
 
@@ -94,8 +94,8 @@ def joint_table(tables: Sequence[Table]) -> JointTable:
 def release_system(cells: ReleaseCells) -> CellSystem:
     """The cells of a release as the cells secondary suppression works on (true counts)."""
 
-    def basis() -> list[dict[int, float]]:
-        return joint_basis([null_basis(t) for t in cells.tables], cells.cells, cells.n_cells)
+    def basis(zeros_published: bool) -> list[dict[int, float]]:
+        return joint_basis([table_basis(t, zeros_published) for t in cells.tables], cells.cells, cells.n_cells)
 
     return CellSystem(cells.combine("count"), cells.relations, cells.leaf, basis, cells.name)
 

@@ -19,6 +19,7 @@ import numpy as np
 
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression.audit import fast, republish_derivable
+from tabsafe.protect.suppression.hitas import hitas
 from tabsafe.protect.suppression.optimal import optimal
 from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
 
@@ -67,6 +68,16 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         figures["audit_rounds"] = rounds
         if settings.mode is Mode.OPTIMAL:
             private["fast_secondary"] = int((suppressed & problem.candidates).sum())
+            private["fast_objective"] = round(problem.pattern_cost(suppressed), 6)
+            table = problem.system.table
+            if table is not None and any(d.hierarchy.max_depth > 1 for d in table.dimensions):
+                # a second incumbent by decomposition along the hierarchy, on a third of the time
+                left = max(0.0, settings.time_limit - (time.perf_counter() - start))
+                decomposed = hitas(problem, table, time_limit=left / 3)
+                if decomposed is not None:
+                    private["hitas_objective"] = round(problem.pattern_cost(decomposed), 6)
+                    if problem.pattern_cost(decomposed) < problem.pattern_cost(suppressed):
+                        suppressed = decomposed
             remaining = max(0.0, settings.time_limit - (time.perf_counter() - start))
             opt = optimal(problem, suppressed, time_limit=remaining)
             suppressed = opt.suppressed

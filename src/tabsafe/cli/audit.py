@@ -29,6 +29,14 @@ _KINDS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
+    from tabsafe.cli.release import add_audit_arguments, wants_release
+
+    if wants_release(list(argv)):  # the release audit of published tables (tabsafe.cli.release)
+        add_audit_arguments(parser, list(argv))
+        return
+    parser.add_argument("--release", nargs="+", metavar="FILE",
+                        help="audit a release as published instead: the intruder's interval programs over all its "
+                             "tables (see --release FILE --help)")
     parser.add_argument("spec", metavar="SPEC", help="YAML file: data, derived variables, tables")
     parser.add_argument("--threshold", type=int, default=None,
                         help="small = 0 < n < threshold (default: the SPEC's, else 3)")
@@ -77,6 +85,10 @@ def describe_sliver(row: dict[str, Any]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "release", None):
+        from tabsafe.cli.release import run_audit
+
+        return run_audit(args)
     from tabsafe.io import Outputs
     from tabsafe.risk.differencing import DifferencingSpec, audit
 

@@ -69,6 +69,33 @@ class Solution:
         return self.x is not None
 
 
+_quiet = False
+
+
+def _highs() -> highspy.Highs:
+    """A new HiGHS instance. The first one of a process prints HiGHS' banner to the C-level
+    standard output before any option can silence it; that line would land among a command's
+    published output, so the first instance is made with file descriptor 1 sent to /dev/null."""
+    global _quiet
+    if _quiet:
+        return highspy.Highs()
+    import os
+    import sys
+
+    sys.stdout.flush()
+    saved = os.dup(1)
+    null = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(null, 1)
+        h = highspy.Highs()
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+        os.close(null)
+    _quiet = True
+    return h
+
+
 def _model(lp: LinearProgram, inf: float, *, integer: bool = True) -> highspy.HighsLp:
     """The HiGHS form of ``lp`` (integrality dropped when ``integer`` is false)."""
 
@@ -148,7 +175,7 @@ def solve(
         lp_method: ``"ipm"`` (interior point: about 3× faster than dual simplex on the LP
             relaxations of large tables) or ``"simplex"``; HiGHS chooses otherwise.
     """
-    h = highspy.Highs()
+    h = _highs()
     h.setOptionValue("output_flag", False)
     if threads:
         h.setOptionValue("threads", int(threads))
@@ -196,7 +223,7 @@ class ExtremeSolver:
     """
 
     def __init__(self, A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
-        self._h = highspy.Highs()
+        self._h = _highs()
         for key, value in (("output_flag", False), ("threads", 1), ("presolve", "off"), ("simplex_strategy", 4)):
             self._h.setOptionValue(key, value)
         n = A.shape[1]

@@ -51,7 +51,7 @@ from tabsafe.protect._margins import totals_from_inner
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
 
-__all__ = ["AbsPerturbation", "abs_deviations", "abs_deviations_from_uniforms", "key_uniforms"]
+__all__ = ["AbsPerturbation", "abs_deviations", "abs_deviations_from_keys", "abs_deviations_from_uniforms", "key_uniforms"]
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 
@@ -113,6 +113,13 @@ def abs_deviations_from_uniforms(counts: np.ndarray, x: float, u_nonzero: np.nda
     return 3 * plus - nonzero
 
 
+def abs_deviations_from_keys(counts: np.ndarray, cell_keys: np.ndarray, x: float) -> np.ndarray:
+    """``Σ_j d_ij`` of the consistent form (001 §8): the cell key integer seeds the draws, so the
+    same records always get the same deviation."""
+    u = key_uniforms(cell_keys, 2)
+    return abs_deviations_from_uniforms(counts, x, u[0], u[1])
+
+
 @dataclass(frozen=True, kw_only=True)
 class AbsPerturbation(TableMethod):
     """ABS cell perturbation: records of inner cells add 0, −1 or +2; totals from them (001 §4).
@@ -169,8 +176,7 @@ class AbsPerturbation(TableMethod):
             if not table.has("ckey_int") or digits != self.key_digits:
                 raise InputError(f"the consistent form needs cell keys of {param('key_digits')} {self.key_digits} "
                                  f"digits summed from {param('key')} {self.key!r}: tabulate the microdata with them")
-            u = key_uniforms(table.column("ckey_int")[inner], 2)
-            dev = abs_deviations_from_uniforms(n, self.x, u[0], u[1])
+            dev = abs_deviations_from_keys(n, table.column("ckey_int")[inner], self.x)
         else:
             dev = abs_deviations(n, self.x, np.random.default_rng(seed))
         cells, released = totals_from_inner(table, table.ids[inner], n + dev)

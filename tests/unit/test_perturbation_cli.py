@@ -58,6 +58,20 @@ def test_ckm_then_additivity_publishes_an_additive_table(small_census, tmp_path:
     assert int((counts - noisy.reindex(counts.index).fillna(0)).abs().sum()) == figures["distance"]
 
 
+def test_standard_output_holds_only_tabsafe_lines(small_census, tmp_path: Path) -> None:
+    """A fresh process that solves integer programs prints nothing but its own lines (the
+    solver library announces itself on the C-level standard output when first used)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "r.csv"
+    proc = subprocess.run([sys.executable, "-m", "tabsafe.cli", "protect", str(small_census.persons), "--by",
+                           "region,sex", "--method", "ckm,additivity", "--max-noise", "3", "--variance", "2",
+                           "--out", str(out)], capture_output=True, text=True, check=True)
+    assert proc.stdout.startswith("ckm+additivity: wrote"), proc.stdout[:200]
+    assert all(line.startswith(("ckm+additivity:", "note:", "seed ")) for line in proc.stdout.splitlines())
+
+
 def test_weights_then_ckm_and_barnardisation(small_census, tmp_path: Path, capsys) -> None:
     out = tmp_path / "w.csv"
     code, _, err = cli(["protect", small_census.persons, "--by", "region,sex", "--method", "weights,ckm",

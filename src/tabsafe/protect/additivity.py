@@ -20,17 +20,20 @@ Integer columns are only the inner cells' moves up and down. With ``keep_zeros``
 inner cells published as 0 stay 0: a sparse table stays sparse, no persons are invented in empty
 cells, and the program only has columns for the non-zero inner cells.
 
-Large programs (more than ``direct_cells`` free inner cells) are solved like controlled
-rounding's: the LP relaxation of the whole program (interior point, then crossover to a vertex)
-bounds the distance and is nearly integral (on the 80K-cell census table after the cell key
-method, 8% of its inner cells are fractional); its inner cells rounded to integers — margins by
-addition, so the table is additive at once — start a search that improves the table part by
-part: the inner cells are ordered by the codes of the variables with the most codes first and cut
-into parts of whole slices; each part is an exact integer program in which the other parts' cells
-keep their current values, and its solution is taken only when the table gets closer (no part
+How it is solved. First the LP relaxation of the whole program (interior point, then crossover
+to a vertex): it bounds the distance, and its vertex is integral or nearly so — integral for
+two-way tables (the constraint matrix is then a network matrix), and on the 80K-cell census table
+after the cell key method 8% of its inner cells are fractional. Its inner cells rounded to
+integers, margins by addition, are the first table (additive at once); when nothing was
+fractional it is optimal. Otherwise a program of at most ``direct_cells`` free inner cells goes to
+the integer solver whole; a larger one is improved part by part like controlled rounding's: the
+fractional inner cells are ordered by the codes of the variables with the most codes first and
+cut into parts of whole slices; each part is an exact integer program in which every other inner
+cell keeps its current value, and its solution is taken only when the table gets closer (no part
 ever makes it worse); sweeps over the parts repeat until one gains nothing, the LP bound is
-reached or the time is up. Every part is feasible whatever the others hold (any inner values give an additive
-table), so partitioning never fails.
+reached or the time is up. Every part is feasible whatever the others hold (any inner values give
+an additive table), so partitioning never fails. Small parts also keep HiGHS away from the root
+separation rounds in which it was seen to overrun its time limit by minutes on 1,000-cell parts.
 """
 
 from __future__ import annotations
@@ -328,7 +331,6 @@ def restore_additivity(
     time_limit: float = 60.0,
     part_cells: int = 300,
     direct_cells: int = 1_000,
-    lp_bound: bool = False,
 ) -> AdditivityResult:
     """The nearest additive integer table to ``table`` (module docstring; 004 §3.3, METHODS.md §7).
 
@@ -338,10 +340,8 @@ def restore_additivity(
         keep_zeros: inner cells at 0 stay 0 (otherwise every inner cell of the grid may change).
         time_limit: seconds for the integer programs.
         part_cells: the most free inner cells of one part when the program is solved in parts.
-        direct_cells: programs with at most this many free inner cells are solved whole; larger
-            ones start from their LP relaxation rounded and are improved in parts.
-        lp_bound: also solve the LP relaxation of a program solved whole (its bound is otherwise
-            the solver's own).
+        direct_cells: when the LP relaxation is fractional, programs with at most this many free
+            inner cells are solved whole; larger ones are improved in parts.
 
     >>> import pandas as pd, tabsafe as ts
     >>> cells = pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["u", "v", "u", "v"], "n": [3, 4, 2, 5]})
@@ -367,68 +367,37 @@ def restore_additivity(
     bound_kind: str | None = None
     status = "feasible"
     if np.array_equal(values, prog.z) and prog.constant == 0:
-        status, lower, bound_kind = "unchanged", 0.0, "mip"
+        status, lower, bound_kind = "unchanged", 0.0, "lp"
         notes.append("the table was additive already")
-    elif a.size <= direct_cells:
-        whole = np.flatnonzero(prog.inner)
-        new, sol = prog.solve_part(whole, values, time_limit=deadline - time.monotonic())
-        programs = 1
-        if new is not None and prog.objective(prog.values(new)) < prog.objective(values):
-            a = new
-            values = prog.values(a)
-        if sol.bound is not None:
-            lower, bound_kind = float(math.ceil(sol.bound - 1e-6)) + prog.constant, "mip"
-        status = "optimal" if sol.status == "optimal" else "feasible"
-        if lp_bound:
-            relaxed, _, _ = _relaxation(prog, values, time_limit=max(1.0, deadline - time.monotonic()))
-            if relaxed is not None and (lower is None or relaxed > lower):
-                lower, bound_kind = relaxed, "lp"
     else:
-        # the LP relaxation bounds the distance and is nearly integral: its inner cells rounded
-        # (margins by addition) start the search, which improves them part by part
+        # the LP relaxation bounds the distance and is integral or nearly so: its inner cells
+        # rounded (margins by addition) are the first table, optimal when nothing was fractional
         lower, guide, fractional = _relaxation(prog, values, time_limit=max(1.0, 0.5 * (deadline - time.monotonic())))
         bound_kind = "lp" if lower is not None else None
         focus = None
-        if guide is not None:
-            rounded = prog.values(guide)
-            if prog.objective(rounded) < prog.objective(values):
-                a, values = guide, rounded
-                focus = fractional
+        if guide is not None and prog.objective(prog.values(guide)) < prog.objective(values):
+            a, values = guide, prog.values(guide)
+            focus = fractional
+            if fractional.size:
                 notes.append(f"started from the LP relaxation's inner cells rounded to integers "
                              f"({fractional.size:,} of {a.size:,} were fractional)")
-        parts = _parts(prog, part_cells, focus)
-        from tabsafe import progress
-
         best = prog.objective(values)
-        while time.monotonic() < deadline and not (lower is not None and best <= lower + 0.5):
-            sweeps += 1
-            for k, part in enumerate(parts):
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    break
-                new, _ = prog.solve_part(part, values, time_limit=max(0.5, left / (len(parts) - k)))
-                programs += 1
-                if new is None:
-                    continue
-                old = values[part]
-                moved = new != old
-                if moved.any():
-                    d_ids, d_vals = rollup(prog.dimensions, prog.ids[part[moved]], (new - old)[moved])
-                    at = np.searchsorted(prog.ids, d_ids)
-                    before = prog.objective(values)
-                    values[at] += d_vals
-                    if prog.objective(values) > before:  # a part stopped by its time limit can be worse
-                        values[at] -= d_vals
-                progress.report("additivity", done=k + 1, total=len(parts), objective=prog.objective(values))
-            value = prog.objective(values)
-            gained = best - value
-            best = min(best, value)
-            if gained < 0.5:
-                break
-        what = "the fractional inner cells" if focus is not None else "the inner cells"
-        notes.append(f"improved {what} in {len(parts):,} parts of at most {part_cells:,} (slices of "
-                     f"{_longest(table)!r}), each exact with the rest of the table fixed; {sweeps} sweep(s)")
-        a = values[prog.inner]
+        if lower is not None and best <= lower + 0.5:
+            pass  # the LP solution is integral: optimal
+        elif a.size <= direct_cells:
+            new, sol = prog.solve_part(np.flatnonzero(prog.inner), values, time_limit=deadline - time.monotonic())
+            programs = 1
+            if new is not None and prog.objective(prog.values(new)) < best:
+                a, values = new, prog.values(new)
+                best = prog.objective(values)
+            if sol.bound is not None and (lower is None or math.ceil(sol.bound - 1e-6) + prog.constant > lower):
+                lower, bound_kind = float(math.ceil(sol.bound - 1e-6)) + prog.constant, "mip"
+        else:
+            best, programs, sweeps = _improve(prog, values, _parts(prog, part_cells, focus), deadline, lower)
+            what = "the fractional inner cells" if focus is not None else "the inner cells"
+            notes.append(f"improved {what} in parts of at most {part_cells:,} (slices of {_longest(table)!r}), each "
+                         f"exact with the rest of the table fixed: {programs:,} programs in {sweeps} sweep(s)")
+            a = values[prog.inner]
         if lower is not None and best <= lower + 0.5:
             status = "optimal"
     cells, released = totals_from_inner(table, prog.ids[prog.inner], a)
@@ -439,6 +408,43 @@ def restore_additivity(
     return AdditivityResult(cells=cells, values=released, distance=distance, objective=prog.objective(prog.values(a)),
                             lower_bound=lower, bound_kind=bound_kind, status=status, programs=programs, sweeps=sweeps,
                             seconds=time.monotonic() - started, notes=tuple(notes))
+
+
+def _improve(prog: _Program, values: np.ndarray, parts: list[np.ndarray], deadline: float,
+             lower: float | None) -> tuple[float, int, int]:
+    """Solve the parts in turn, each exactly with the rest of the table fixed, sweep after sweep
+    until a sweep gains nothing, the bound is reached or the time is up; ``values`` is updated in
+    place. Returns the objective, the programs solved and the sweeps."""
+    from tabsafe import progress
+
+    best = prog.objective(values)
+    programs = sweeps = 0
+    while time.monotonic() < deadline and not (lower is not None and best <= lower + 0.5):
+        sweeps += 1
+        for k, part in enumerate(parts):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            new, _ = prog.solve_part(part, values, time_limit=max(0.5, left / (len(parts) - k)))
+            programs += 1
+            if new is None:
+                continue
+            old = values[part]
+            moved = new != old
+            if moved.any():
+                d_ids, d_vals = rollup(prog.dimensions, prog.ids[part[moved]], (new - old)[moved])
+                at = np.searchsorted(prog.ids, d_ids)
+                before = prog.objective(values)
+                values[at] += d_vals
+                if prog.objective(values) > before:  # a part stopped by its time limit can be worse
+                    values[at] -= d_vals
+            progress.report("additivity", done=k + 1, total=len(parts), objective=prog.objective(values))
+        value = prog.objective(values)
+        gained = best - value
+        best = min(best, value)
+        if gained < 0.5:
+            break
+    return best, programs, sweeps
 
 
 def _longest(table: Table) -> str:

@@ -24,12 +24,12 @@ import time
 
 import numpy as np
 import pandas as pd
-import scipy.sparse as sp
 from common import census, measure
 
 import tabsafe as ts
 from tabsafe.io import read_meta
-from tabsafe.protect.suppression import Cost, ZeroPolicy, _audit, _make_problem, secondary_suppression
+from tabsafe.protect.suppression import CellSystem, Problem, Settings, secondary_suppression
+from tabsafe.protect.suppression.audit import audit, fast
 
 REFERENCE_SECONDS_100_AREAS = 43.0
 
@@ -140,7 +140,7 @@ def baseline_gauss(table: ts.Table, primary: np.ndarray, order: np.ndarray, forc
 
 def _table_100_areas(table: ts.Table) -> ts.Table:
     """The same census with pairs of areas merged: 99 areas × 21 × 5 (all margins)."""
-    inner = table.cells[table.leaf_mask]
+    inner = table.take(table.leaf_mask).to_frame()
     h = table.dimensions[0].hierarchy
     areas = list(h.leaves)
     merged = {}
@@ -158,13 +158,12 @@ def _table_100_areas(table: ts.Table) -> ts.Table:
         if merged[a] not in tree[h.parents[a]]:
             tree[h.parents[a]].append(merged[a])
     return ts.tabulate(ts.InnerCells.from_frame(frame, count="n"), ["area", "age", "citizenship"],
-                       hierarchies={"area": ts.Hierarchy.from_tree(tree)})
+                       hierarchies={"area": ts.Hierarchy.from_tree(tree)}).densify()
 
 
 def _figures(table: ts.Table, primary: np.ndarray, suppressed: np.ndarray, seconds: float) -> dict:
-    problem = _make_problem(table, primary, zeros=ZeroPolicy.NEVER, cost=Cost.COUNT, protection_level=1.0,
-                            protection_ratio=0.0, hidden=None)
-    _, bad = _audit(problem, sp.csr_matrix(table.additivity()), suppressed)
+    problem = Problem.build(CellSystem.of_table(table), primary, Settings())
+    bad = audit(problem, suppressed).narrow
     counts = table.counts
     secondary = suppressed & ~primary
     return {
@@ -181,11 +180,10 @@ def _compare(table: ts.Table, *, optimal_seconds: float | None) -> dict:
     counts = table.counts
     primary = (counts > 0) & (counts < 3)
     out: dict = {"cells": table.n_cells, "primary_cells": int(primary.sum()), "zero_cells": int((counts == 0).sum())}
-    res, timing = measure(lambda: secondary_suppression(table, primary, mode="fast"), repeat=2)
+    res, timing = measure(lambda: secondary_suppression(table, primary, Settings(mode="fast")), repeat=2)
     out["fast"] = {**_figures(table, primary, res.suppressed, timing["seconds"]),
                    "audit_rounds": res.figures["audit_rounds"], "peak_rss_mb": timing["peak_rss_mb"]}
-    problem = _make_problem(table, primary, zeros=ZeroPolicy.NEVER, cost=Cost.COUNT, protection_level=1.0,
-                            protection_ratio=0.0, hidden=None)
+    problem = Problem.build(CellSystem.of_table(table), primary, Settings())
     order = problem.order(np.zeros(table.n_cells, dtype=bool))
     inner_ones = np.zeros(int(np.prod([len(d.hierarchy.leaves) for d in table.dimensions])), dtype=bool)
     leaf_rows = np.flatnonzero(table.leaf_mask)
@@ -196,17 +194,15 @@ def _compare(table: ts.Table, *, optimal_seconds: float | None) -> dict:
     base = primary | sec
     out["baseline_gauss"] = _figures(table, primary, base, seconds)
     # The baseline's pattern completed by tabsafe's audit-and-repair, for an equal-safety count.
-    from tabsafe.protect.suppression import _fast
-
     started = time.perf_counter()
-    completed, rounds = _fast(problem, sp.csr_matrix(table.additivity()), hidden_first=sec)
+    completed, rounds = fast(problem, hidden_first=sec)
     out["baseline_gauss_repaired"] = {**_figures(table, primary, completed, time.perf_counter() - started + seconds),
                                       "audit_rounds": rounds}
     if optimal_seconds:
         started = time.perf_counter()
-        opt = secondary_suppression(table, primary, mode="optimal", time_limit=optimal_seconds)
+        opt = secondary_suppression(table, primary, Settings(mode="optimal", time_limit=optimal_seconds))
         out["optimal"] = {**_figures(table, primary, opt.suppressed, time.perf_counter() - started),
-                          "gap": opt.figures["gap"], "lower_bound": opt.figures["lower_bound"],
+                          "gap": opt.private["gap"], "lower_bound": opt.private["lower_bound"],
                           "status": opt.figures["status"], "rounds": opt.figures["rounds"],
                           "time_limit": optimal_seconds}
     out["fast_speedup_vs_baseline"] = round(out["baseline_gauss"]["seconds"] / max(out["fast"]["seconds"], 1e-9), 1)
@@ -218,7 +214,7 @@ def run() -> dict:
     md = ts.Microdata.from_file(data.persons, codelists=read_meta(data.meta))
     area = ts.Hierarchy.from_file(data.directory / "hierarchies" / "area.hrc")
     started = time.perf_counter()
-    table = ts.tabulate(md, ["area", "age", "citizenship"], hierarchies={"area": area})
+    table = ts.tabulate(md, ["area", "age", "citizenship"], hierarchies={"area": area}).densify()
     tab_seconds = time.perf_counter() - started
     result = {
         "table": "area(200, region>area) x age(21) x citizenship(5), all margins",

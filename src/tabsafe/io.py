@@ -130,10 +130,15 @@ class Outputs:
         mode = 0o666 & ~_umask()
         for path, tmp in self.temps.items():
             os.chmod(tmp, 0o600 if self.planned[path] == "evaluation" else mode)
-        for path, tmp in list(self.temps.items()):
-            os.replace(tmp, path)
-            self.committed.append(path)
-            del self.temps[path]
+        try:
+            for path, tmp in list(self.temps.items()):
+                os.replace(tmp, path)
+                self.committed.append(path)
+                del self.temps[path]
+        except BaseException:
+            # a failed rename (disk full, Ctrl-C) must not leave temporary files behind
+            self.abort()
+            raise
         return self.committed
 
     def abort(self) -> None:

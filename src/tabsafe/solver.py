@@ -69,30 +69,32 @@ class Solution:
         return self.x is not None
 
 
-_quiet = False
+_banner_shown = False
 
 
 def _highs() -> highspy.Highs:
-    """A new HiGHS instance. The first one of a process prints HiGHS' banner to the C-level
-    standard output before any option can silence it; that line would land among a command's
-    published output, so the first instance is made with file descriptor 1 sent to /dev/null."""
-    global _quiet
-    if _quiet:
+    """A HiGHS instance. HiGHS prints a banner to the process's stdout when the first instance
+    is made, whatever its options: that first one is made with stdout pointed at /dev/null, so a
+    command's stdout carries only what tabsafe says (a release piped on, a JSON answer)."""
+    global _banner_shown
+    if _banner_shown:
         return highspy.Highs()
+    import ctypes
     import os
     import sys
 
     sys.stdout.flush()
     saved = os.dup(1)
-    null = os.open(os.devnull, os.O_WRONLY)
+    devnull = os.open(os.devnull, os.O_WRONLY)
     try:
-        os.dup2(null, 1)
+        os.dup2(devnull, 1)
         h = highspy.Highs()
+        ctypes.CDLL(None).fflush(None)  # the banner sits in C's buffer until flushed
     finally:
         os.dup2(saved, 1)
         os.close(saved)
-        os.close(null)
-    _quiet = True
+        os.close(devnull)
+    _banner_shown = True
     return h
 
 

@@ -79,7 +79,7 @@ def test_empirical_noise_matches_ptable_rows() -> None:
     rows = PTABLE.rows
     for i in (3, 4, 8, 20):
         counts = np.full(n_cells, i, dtype=np.int64)
-        table = ts.Table.from_arrays(
+        table = ts.Table.from_grid(
             [ts.Dimension("cell", ts.Hierarchy.flat([str(k) for k in range(n_cells - 1)]))],
             {"count": counts, "ckey": rng.integers(0, 10**10, n_cells) / 1e10,
              "ckey_int": np.zeros(n_cells, dtype=np.int64)},
@@ -107,3 +107,17 @@ def test_noise_off_gives_the_original_table() -> None:
     table = ts.tabulate(ts.Microdata.from_frame(df), ["a", "b"], key="rkey")
     out = CellKeyMethod(ptable=identity).protect(table).table
     np.testing.assert_array_equal(out.column("count"), table.counts)
+
+
+def test_report_says_when_the_generated_ptable_stays_below_v() -> None:
+    """Issue #12: D=2, V=10 reaches variance 2 at most; the ckm report says so (with the
+    variances reached), and says nothing when every row reaches V."""
+    rng = np.random.default_rng(2)
+    df = pd.DataFrame({v: rng.choice(c, 200) for v, c in CODES.items()})
+    df["rkey"] = rng.integers(0, 10**10, 200) / 1e10
+    table = ts.tabulate(ts.Microdata.from_frame(df), ["a", "b"], key="rkey")
+    notes = CellKeyMethod(max_noise=2, variance=10).protect(table).report.notes
+    below = [n for n in notes if "stay below" in n]
+    assert len(below) == 1 and "variance 10" in below[0] and "i=1: 0.9319, i>=2: 2" in below[0]
+    notes = CellKeyMethod(ptable=PTABLE).protect(table).report.notes
+    assert not [n for n in notes if "stay below" in n]

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from tabsafe import Hierarchy, InnerCells, tabulate
 from tabsafe.model.table import Table
-from tabsafe.protect.suppression import CellSuppression, joint_table, secondary_suppression
+from tabsafe.protect.suppression import CellSuppression, Settings, joint_table, secondary_suppression
 from tabsafe.risk.intervals import feasibility_intervals, interval_audit
 
 
@@ -34,7 +34,7 @@ def tables(draw: st.DrawFn, dims: tuple[int, ...] = (2, 3)) -> Table:
     # Small counts dominate, as in a detailed census table: many 0s, 1s and 2s.
     values = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 4, 6, 9, 15, 40]), min_size=len(grid), max_size=len(grid)))
     grid["n"] = values
-    return tabulate(InnerCells.from_frame(grid, count="n"), names, hierarchies=hierarchies)
+    return tabulate(InnerCells.from_frame(grid, count="n"), names, hierarchies=hierarchies).densify()
 
 
 def _check(table: Table, primary: np.ndarray, result, zeros: str) -> None:
@@ -60,7 +60,7 @@ def _check(table: Table, primary: np.ndarray, result, zeros: str) -> None:
 @given(table=tables(), zeros=st.sampled_from(["never", "safe", "primary"]), min_freq=st.sampled_from([2, 3, 4]))
 def test_fast_mode_leaves_no_primary_cell_recomputable(table: Table, zeros: str, min_freq: int) -> None:
     primary = (table.counts > 0) & (table.counts < min_freq)
-    result = secondary_suppression(table, primary, mode="fast", zeros=zeros)
+    result = secondary_suppression(table, primary, Settings(mode="fast", zeros=zeros))
     _check(table, primary, result, zeros)
 
 
@@ -68,8 +68,8 @@ def test_fast_mode_leaves_no_primary_cell_recomputable(table: Table, zeros: str,
 @given(table=tables(), zeros=st.sampled_from(["never", "safe"]), cost=st.sampled_from(["count", "cells"]))
 def test_optimal_mode_is_protected_and_no_worse_than_fast(table: Table, zeros: str, cost: str) -> None:
     primary = (table.counts > 0) & (table.counts < 3)
-    fast = secondary_suppression(table, primary, mode="fast", zeros=zeros, cost=cost)
-    best = secondary_suppression(table, primary, mode="optimal", zeros=zeros, cost=cost, time_limit=5)
+    fast = secondary_suppression(table, primary, Settings(mode="fast", zeros=zeros, cost=cost))
+    best = secondary_suppression(table, primary, Settings(mode="optimal", zeros=zeros, cost=cost, time_limit=5))
     _check(table, primary, best, zeros)
     value = table.counts.astype(float)
 
@@ -78,45 +78,44 @@ def test_optimal_mode_is_protected_and_no_worse_than_fast(table: Table, zeros: s
         return float(value[sec].sum()) if cost == "count" else float(sec.sum())
 
     assert objective(best.suppressed) <= objective(fast.suppressed) + 1e-9
-    assert 0.0 <= best.figures["gap"] <= 1.0
+    assert 0.0 <= best.private["gap"] <= 1.0
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(table=tables(dims=(3,)))
 def test_linked_tables_share_their_suppression(table: Table) -> None:
     # Two releases from one 3-way table: a x b and a x c share the cells (a, Total).
-    inner = table.cells[table.leaf_mask]
-    frame = pd.DataFrame({v: inner[v].astype(str) for v in table.variables})
-    frame["n"] = inner["count"].to_numpy()
+    frame = table.take(table.leaf_mask).to_frame()
+    frame = pd.DataFrame({**{v: frame[v].astype(str) for v in table.variables}, "n": frame["count"]})
     hs = {d.variable: d.hierarchy for d in table.dimensions}
+
     def margin(keep: list[str]) -> Table:
         agg = frame.groupby(keep, as_index=False)["n"].sum()
-        return tabulate(InnerCells.from_frame(agg, count="n"), keep, hierarchies={k: hs[k] for k in keep})
+        return tabulate(InnerCells.from_frame(agg, count="n"), keep, hierarchies={k: hs[k] for k in keep}).densify()
 
     ab, ac = margin(["a", "b"]), margin(["a", "c"])
     out = CellSuppression(min_freq=3).protect_linked([ab, ac])
     status = {}
     for prot in out:
-        t = prot.table
-        rows = t.cells[list(t.variables)].astype(str)
-        missing = t.cells["count"].isna().to_numpy()
-        assert (missing == (t.cells["status"] == "suppressed").to_numpy()).all()
-        for key, hidden in zip(rows.itertuples(index=False), missing):
-            cell = dict(zip(t.variables, key))
+        t = prot.table.to_frame()
+        missing = t["count"].isna().to_numpy()
+        assert (missing == (t["status"] == "suppressed").to_numpy()).all()
+        for (_, row), hidden in zip(t.iterrows(), missing):
+            cell = {v: str(row[v]) for v in prot.table.variables}
             if all(cell.get(v, "Total") == "Total" for v in ("b", "c")):
                 status.setdefault(cell["a"], set()).add(bool(hidden))
     assert all(len(s) == 1 for s in status.values())
     # Jointly, an intruder with both releases still cannot recompute a primary cell.
-    joint, maps = joint_table([ab, ac])
-    suppressed = np.ones(joint.n_cells, dtype=bool)
-    primary = np.zeros(joint.n_cells, dtype=bool)
-    released = np.zeros(joint.n_cells, dtype=bool)
-    for prot, rows in zip(out, maps):
+    joint = joint_table([ab, ac])
+    suppressed = np.ones(joint.table.n_cells, dtype=bool)
+    primary = np.zeros(joint.table.n_cells, dtype=bool)
+    released = np.zeros(joint.table.n_cells, dtype=bool)
+    for prot, rows in zip(out, joint.cells):
         released[rows] = True
-        suppressed[rows] = prot.table.cells["status"].to_numpy() == "suppressed"
-        primary[rows] |= prot.table.cells["reason"].to_numpy() == "primary"
-    values = np.nan_to_num(joint.cells["count"].to_numpy(dtype=float))
+        suppressed[rows] = prot.release.table.column("status") == "suppressed"
+        primary[rows] |= prot.evaluation.column("reason") == "primary"
+    values = np.nan_to_num(np.asarray(joint.table.counts, dtype=float))
     # zeros are never suppressed: a suppressed released cell is at least 1; unreleased cells may be 0
     lower = np.where(released, 1.0, 0.0)
-    res = feasibility_intervals(joint.additivity(), values, suppressed, lower=lower, targets=primary)
+    res = feasibility_intervals(joint.table.additivity(), values, suppressed, lower=lower, targets=primary)
     assert ((res.upper - res.lower)[primary] > 1e-7).all()

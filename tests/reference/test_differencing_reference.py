@@ -293,3 +293,80 @@ def test_counts_match_a_direct_count(tmp_path: Path, order: int) -> None:
         for var, codes in r.box.items():
             inside &= frame[var].isin(codes)
         assert r.count == int(inside.sum()) == r.outer_count - r.inner_count
+
+
+# ---------------------------------------------------------------- the filter language in 'where'
+
+def test_tables_5_4_to_5_6_with_filter_text(tmp_path: Path) -> None:
+    # the same release as above, its filters written in tabsafe's filter language
+    mapping = _release(tmp_path, _geography_rows(), {
+        "derived": GEO_DERIVED,
+        "tables": [{"name": name, "by": ["hours", "sex"], "margins": False, "where": {area: ["A"], "household": ["single"]}}
+                   for name, area in (("Table 5.4", "area_2001"), ("Table 5.5", "area_1991"))],
+    })
+    text = _release(tmp_path, _geography_rows(), {
+        "derived": GEO_DERIVED,
+        "tables": [{"name": "Table 5.4", "by": ["hours", "sex"], "margins": False,
+                    "where": "area_2001 = A and household = single"},
+                   {"name": "Table 5.5", "by": ["hours", "sex"], "margins": False,
+                    "where": "household in ('single') and not area_1991 != A"}],
+    })
+    pd.testing.assert_frame_equal(text.slivers, mapping.slivers)
+    got = {(r.box["sex"][0], r.box["hours"][0]): r.count for r in text.slivers.itertuples()}
+    assert got == {(sex, h): n for sex, ns in T56.items() for h, n in zip(HOURS, ns, strict=True)}   # Table 5.6
+    assert all(r.box["block"] == ["edge"] for r in text.slivers.itertuples())
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_table_5_13_from_a_numeric_sub_population(tmp_path: Path, fmt: str) -> None:
+    # Table 5.13's 20–24 column from one table and a sub-population written as comparisons on
+    # the base variable: the CSV's hours are text (compared as numbers), the Parquet's integers
+    records = [r for n, r in _hours_rows() for _ in range(n)]
+    frame = pd.DataFrame(records)
+    if fmt == "csv":
+        frame.to_csv(tmp_path / "persons.csv", index=False)
+    else:
+        frame.assign(hours=frame["hours"].astype("int16")).to_parquet(tmp_path / "persons.parquet", index=False)
+    spec = {"data": f"persons.{fmt}", "tables": [
+        {"name": "all", "by": ["sex"]},
+        {"name": "not 20-24", "by": ["sex"], "where": "not (hours >= 20 and hours < 25)"},
+    ]}
+    (tmp_path / "release.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    result = audit(DifferencingSpec.from_yaml(tmp_path / "release.yaml"))
+    got = {r.box.get("sex", ["both"])[0]: (r.count, r.box["hours"]) for r in result.slivers.itertuples()}
+    assert got == {"Male": (1, ["22"]), "Female": (0, ["22"]), "both": (1, ["22"])}
+    assert all(r.sliver.endswith("(hours=22)") for r in result.slivers.itertuples())
+
+
+# ---------------------------------------------------------------- codes in the engine's order
+
+def _blocks_release(tmp_path: Path, extra: dict[str, Any]) -> AuditResult:
+    rows = [(4, {"block": f"A{i}", "sex": "F"}) for i in range(1, 11)] + [(1, {"block": "A10", "sex": "M"})]
+    return _release(tmp_path, rows, {"threshold": 100, "max_order": 1, **extra})
+
+
+SOME_BLOCKS = [{"name": "all", "by": ["sex"]},
+               {"name": "some", "by": ["sex"], "where": {"block": ["A1", "A3", "A4", "A5", "A6", "A7"]}}]
+
+
+def test_codes_in_natural_order(tmp_path: Path) -> None:
+    # A2 before A10, as the engine sorts a codelist taken from the data (planner.natural_key)
+    result = _blocks_release(tmp_path, {"tables": SOME_BLOCKS})
+    assert result.slivers["box"].map(lambda b: b["block"]).tolist() == [["A2", "A8", "A9", "A10"]] * 3
+    assert result.slivers["sliver"].tolist() == [
+        f"{who}all but not block in {{A1, A3..A7}} (block in {{A2, A8..A10}})" for who in ("sex=M, ", "sex=F, ", "")]
+    # the cells of a table by block come in the same order: one sliver per block, equal counts
+    per_block = _blocks_release(tmp_path, {"tables": [{"name": "blocks", "by": ["block"]},
+                                                      {"name": "men", "by": ["block"], "where": {"sex": ["M"]}}]})
+    women = per_block.slivers[per_block.slivers["box"].map(lambda b: "block" in b)]
+    assert women["outer"].tolist() == [f"blocks[block=A{i}]" for i in range(1, 11)]
+    assert women["count"].tolist() == [4] * 10
+
+
+def test_declared_codelist_order_wins(tmp_path: Path) -> None:
+    order = ["A10", "A2", "A1"] + [f"A{i}" for i in range(3, 10)]
+    (tmp_path / "meta.yaml").write_text(yaml.safe_dump({"variables": {"block": {"codes": order}}}), encoding="utf-8")
+    result = _blocks_release(tmp_path, {"meta": "meta.yaml", "tables": SOME_BLOCKS})
+    assert result.slivers["box"].map(lambda b: b["block"]).tolist() == [["A10", "A2", "A8", "A9"]] * 3
+    # runs follow the codelist: A1, A3, ..., A7 are consecutive in it
+    assert result.slivers["sliver"].str.endswith("but not block in {A1..A7} (block in {A10, A2, A8, A9})").all()

@@ -129,6 +129,8 @@ def test_r_ptable_vignette_d2_v1() -> None:
     np.testing.assert_allclose(rep["variance"], [0, 0.932, 1], atol=5e-4)
     np.testing.assert_allclose(rep["p_stay"], [1, 0.366, 0.383], atol=5e-4)
     assert rep["iterations"].tolist() == [0, 20, 1]
+    # row 1 stays below V = 1 (R's p_var 0.932): named, with the variance it reached
+    assert [(r.i, round(r.variance, 3)) for r in pt.rows_below()] == [(1, 0.932)]
 
 
 def test_cellkey_fixture_d5_v3_js2_pstay() -> None:

@@ -20,7 +20,7 @@ SEED_003 = {
 
 def _table(frame: pd.DataFrame, by: list[str], codes: dict[str, list[str]]) -> Table:
     hs = {v: Hierarchy.flat(c) for v, c in codes.items()}
-    return tabulate(InnerCells.from_frame(frame, count="n"), by, hierarchies=hs)
+    return tabulate(InnerCells.from_frame(frame, count="n"), by, hierarchies=hs).densify()
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,9 @@ def seed003() -> Table:
 
 
 def _flagged(table: Table, mask) -> set[tuple[str, ...]]:
-    frame = table.cells[list(table.variables)].astype(str)
+    """The codes of the flagged cells (``mask`` aligned with the table's stored cells)."""
+    assert mask.shape == (table.n_stored,)
+    frame = table.to_frame([])[list(table.variables)].astype(str)
     return {tuple(r) for r in frame[mask].itertuples(index=False)}
 
 
@@ -133,7 +135,7 @@ def test_hierarchy_is_checked_against_the_next_level() -> None:
     # Area A1 holds every unit of region R1 with Y = x: flagged against R1, not against Total.
     frame = pd.DataFrame({"area": ["A1", "A1", "A2", "A3", "A3"], "y": ["x", "z", "z", "x", "z"], "n": [5, 9, 7, 40, 30]})
     h = Hierarchy.from_tree({"R1": ["A1", "A2"], "R2": ["A3"]})
-    t = tabulate(InnerCells.from_frame(frame, count="n"), ["area", "y"], hierarchies={"area": h})
+    t = tabulate(InnerCells.from_frame(frame, count="n"), ["area", "y"], hierarchies={"area": h}).densify()
     flags = assess(t, RiskRules(thresholds=RuleThresholds(t_k_rel=100), targets=("area",))).flags["2a"]
     flagged = _flagged(t, flags)
     assert ("A1", "x") in flagged  # 5 of the 5 x's of R1

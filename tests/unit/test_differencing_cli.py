@@ -95,7 +95,7 @@ BAD: list[tuple[str, Any, str]] = [
     ("no tables", {**SPEC, "tables": []}, "'tables' must be a non-empty list"),
     ("no data", {k: v for k, v in SPEC.items() if k != "data"}, "the spec needs 'data'"),
     ("missing data file", {**SPEC, "data": "nope.csv"}, "no such data file"),
-    ("bad threshold", {**SPEC, "threshold": 0}, "threshold must be an integer >= 1, got 0"),
+    ("bad threshold", {**SPEC, "threshold": 0}, "'threshold' must be an integer >= 1, got 0"),
     ("duplicate table", {**SPEC, "tables": [SPEC["tables"][0]] * 2}, "table name 'Table 5.11' appears twice"),
     ("unknown variable", {**SPEC, "tables": [{"name": "t", "by": ["hourz"]}]}, "unknown variable 'hourz'"),
     ("unknown code", {**SPEC, "tables": [{"name": "t", "by": ["sex"], "where": {"sex": ["X"]}}]},
@@ -115,6 +115,14 @@ BAD: list[tuple[str, Any, str]] = [
      "unknown variable 'age': not a column of the data"),
     ("bad margins", {**SPEC, "tables": [{"name": "t", "by": ["sex"], "margins": "yes"}]},
      "'margins' must be true or false"),
+    ("filter syntax", {**SPEC, "tables": [{"name": "t", "by": ["sex"], "where": "sex = M and"}]},
+     "table 't': 'where': filter 'sex = M and': expected a variable, found the end"),
+    ("filter not a box", {**SPEC, "tables": [{"name": "t", "by": ["sex"], "where": "sex = Male or hours > 30"}]},
+     "table 't': the filter part (sex = 'Male' or hours > 30) ties 'sex' and 'hours' together"),
+    ("ordering a recode", {**SPEC, "tables": [{"name": "t", "by": ["sex"], "where": "hours_a >= 20"}]},
+     "table 't': (hours_a >= 20) orders the codes of 'hours_a', which are sets of 'hours' codes"),
+    ("filter typo", {**SPEC, "tables": [{"name": "t", "by": ["sex"], "where": "sex in (Male, Mael)"}]},
+     "table 't': 'Mael' is not a code of 'sex'"),
 ]
 
 
@@ -137,6 +145,48 @@ def test_bad_command_line(release: Path, tmp_path: Path, capsys: pytest.CaptureF
     assert code == 2 and "output folder does not exist" in err
     code, _, err = cli(["audit", release, "--threshold", 0], capsys)
     assert code == 2 and "--threshold must be an integer >= 1, got 0" in err
+    code, _, err = cli(["audit", release, "--max-order", 0], capsys)
+    assert code == 2 and "--max-order must be an integer >= 1, got 0" in err
+
+
+def test_out_never_overwrites_an_input(release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # named like outputs (the spec and meta are YAML whatever their names), so only being inputs refuses them
+    (tmp_path / "meta.csv").write_text(yaml.safe_dump({"variables": {"sex": {"codes": ["Male", "Female"]}}}))
+    spec = _spec(tmp_path, {**SPEC, "meta": "meta.csv"}, "release.json")
+    for target in ("persons.csv", "release.json", "meta.csv"):
+        before = (tmp_path / target).read_bytes()
+        code, out, err = cli(["audit", spec, "--out", tmp_path / target], capsys)
+        assert code == 2 and "--out is an input of this command" in err and out == "", (target, err)
+        assert (tmp_path / target).read_bytes() == before
+    # planned before the audit runs: a spec the audit refuses still gets the --out error first
+    typo = _spec(tmp_path, {**SPEC, "tables": [{"name": "t", "by": ["sex"], "where": "sex = Mael"}]}, "typo.json")
+    code, out, err = cli(["audit", typo, "--out", typo], capsys)
+    assert code == 2 and "--out is an input of this command" in err and out == ""
+
+
+def test_out_is_private(release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # exact counts of small groups: an evaluation file, readable by its owner only
+    target = tmp_path / "slivers.json"
+    code, _, err = cli(["audit", release, "--out", target], capsys)
+    assert code == 0, err
+    assert target.stat().st_mode & 0o777 == 0o600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_filter_language_where(release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Table 5.13's 20-24 band, this time from everyone and those outside 20-24 (a numeric filter)
+    spec = _spec(tmp_path, {"data": "persons.csv", "tables": [
+        {"name": "all", "by": ["sex"]}, {"name": "outside 20-24", "by": ["sex"], "where": "hours < 20 or hours > 24"}]},
+        "text.yaml")
+    code, out, err = cli(["audit", spec], capsys)
+    assert code == 0, err
+    shown = [ln for ln in out.splitlines() if ln.startswith("  [")]
+    assert shown == [
+        "  [pair; all; outside 20-24] 1 = all[sex=Total] (205) - outside 20-24[sex=Total] (204): "
+        + "all but not hours in {15, 30..75} (hours=22)",
+        "  [pair; all; outside 20-24] 1 = all[sex=Male] (32) - outside 20-24[sex=Male] (31): "
+        + "sex=Male, all but not hours in {15, 30..75} (hours=22)",
+    ]
 
 
 def test_inner_cells_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

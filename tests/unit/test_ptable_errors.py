@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
+import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,7 +13,7 @@ import pandas as pd
 import pytest
 
 import tabsafe.errors
-from tabsafe.cli import ptable as ptable_cli
+from tabsafe.cli import main
 from tabsafe.protect.cell_key import (
     MagnitudeParams,
     abs_lookup,
@@ -48,7 +50,8 @@ def files_in(folder: Path) -> list[str]:
         ("variance", float("inf")),
         ("variance", "3"),
         ("js", -1),
-        ("js", 1.0),
+        ("js", 1.5),
+        ("max_noise", 101),
         ("pstay", 0.0),
         ("pstay", 1.0),
         ("pstay", 1.2),
@@ -85,7 +88,8 @@ def test_variance_too_small_for_blocked_values_names_row_and_nearest_v() -> None
     text = one_line(info.value)
     assert "row i=1" in text
     assert "V=1" in text
-    assert "nearest feasible V" in text and "> 2" in text
+    assert "nearest feasible V: any 'variance' > 2" in text
+    assert info.value.reason is tabsafe.errors.Reason.INFEASIBLE
 
 
 def test_variance_exactly_on_the_boundary_is_infeasible() -> None:
@@ -111,7 +115,8 @@ def test_zero_mean_impossible_names_row_and_needed_max_noise(d: int, js: int, ro
         generate_ptable(PTableParams(max_noise=d, variance=10, js=js))
     text = one_line(info.value)
     assert f"row i={row}" in text and "zero mean" in text
-    assert f"max_noise must be at least js + 1 = {js + 1}" in text
+    assert f"'max_noise' must be at least 'js' + 1 = {js + 1}" in text
+    assert info.value.reason is tabsafe.errors.Reason.INFEASIBLE
 
 
 def test_generate_requires_params_object() -> None:
@@ -149,7 +154,12 @@ def write(tmp_path: Path, text: str, name: str = "pt.csv") -> Path:
         (GOOD.replace("1,0,0.5,-1", "1,0,abc,-1"), "row i=1: column p"),
         (GOOD.replace("1,0,0.5,-1,0,0.5\n1,2,0.5,1,0.5,1\n", ""), "row i=1: no rows"),
         ("i,j,p,v,p_int_lb,p_int_ub\n", "no rows"),
-        ("", "cannot parse"),
+        ("", "cannot parse the file: it is empty"),
+        (GOOD.replace("1,2,0.5,1,0.5,1", "1,2,0.5,1,0.5,1,7"), "cannot parse the file: line 4 has 7 fields"),
+        (GOOD + "2,3,0.2,1,0.8,1\n", "row i=2: perturbed value j=3 appears twice"),
+        (GOOD.replace("2,2,0.8,0,0,0.8\n2,3", "2.5,2,0.8,0,0,0.8\n2,3"), "column i must hold integers"),
+        (GOOD.replace("0,0,1,0,0,1", "0,0,0.5,0,0,0.5\n0,1,0.5,1,0.5,1"),
+         "row i=0: a count of 0 must stay 0 (j=0 with p=1), but this p-table moves it to j=1"),
     ],
 )
 def test_bad_csv_names_file_and_row(tmp_path: Path, text: str, fragment: str) -> None:
@@ -159,6 +169,72 @@ def test_bad_csv_names_file_and_row(tmp_path: Path, text: str, fragment: str) ->
     msg = one_line(info.value)
     assert str(path) in msg
     assert fragment in msg
+
+
+def test_zero_row_must_keep_zeros_from_rows_and_frames() -> None:
+    """A cell without records has no cell key, and tables store only cells with records: a
+    p-table that moves a count of 0 could never be applied as it says."""
+    moved = [{"i": 0, "j": 0, "p": 0.9, "v": 0, "p_int_lb": 0.0, "p_int_ub": 0.9},
+             {"i": 0, "j": 2, "p": 0.1, "v": 2, "p_int_lb": 0.9, "p_int_ub": 1.0}]
+    with pytest.raises(tabsafe.errors.InputError) as info:
+        PTable.from_rows(moved)
+    assert "row i=0: a count of 0 must stay 0" in one_line(info.value) and "j=2" in str(info.value)
+    with pytest.raises(tabsafe.errors.InputError):
+        PTable.from_frame(pd.DataFrame(moved))
+    # a zero-probability target beside j = 0 moves nothing and is accepted
+    kept = [{"i": 0, "j": 0, "p": 1.0, "v": 0, "p_int_lb": 0.0, "p_int_ub": 1.0},
+            {"i": 0, "j": 1, "p": 0.0, "v": 1, "p_int_lb": 1.0, "p_int_ub": 1.0}]
+    assert PTable.from_rows(kept).i_max == 0
+
+
+def test_from_file_tells_the_layouts_apart_by_the_header(tmp_path: Path) -> None:
+    pt = generate_ptable(PTableParams(max_noise=3, variance=1.5, js=1))
+    csv_in_txt = write(tmp_path, pt.to_text("csv"), "a.txt")
+    tau_in_csv = write(tmp_path, pt.to_text("tau-argus"), "b.csv")
+    assert PTable.from_file(csv_in_txt) == pt
+    assert PTable.from_file(tau_in_csv) == pt
+    # the explicit readers insist on their own layout
+    with pytest.raises(tabsafe.errors.InputError) as info:
+        PTable.from_csv(tau_in_csv)
+    assert "missing column(s)" in one_line(info.value)
+
+
+def test_tau_argus_sas_variant_and_type_column(tmp_path: Path) -> None:
+    sas = write(tmp_path, "i;j;p;v;p_int_lb;p_int_ub;type\n0;0;1;0;0;1;all\n1;0;0.25;-1;0;0.25;all\n"
+                          "1;2;0.75;1;0.25;1;all\n", "sas.txt")
+    pt = PTable.from_file(sas)
+    assert pt.column("p_int_lb").tolist() == [0.0, 0.0, 0.25]
+    other = write(tmp_path, "i;j;p;v;p_int_ub;type\n0;0;1;0;1;even\n", "other.txt")
+    with pytest.raises(tabsafe.errors.InputError) as info:
+        PTable.from_file(other)
+    assert "column type must be 'all'" in one_line(info.value)
+
+
+@pytest.mark.parametrize("name", ["pt.parquet", "pt.json", "pt"])
+def test_writing_refuses_a_name_that_is_not_text(tmp_path: Path, name: str) -> None:
+    pt = generate_ptable(PTableParams(max_noise=2, variance=1))
+    for write_it in (pt.to_csv, pt.to_tau_argus):
+        with pytest.raises(tabsafe.errors.InputError) as info:
+            write_it(tmp_path / name)
+        assert ".csv or .txt" in one_line(info.value)
+    assert files_in(tmp_path) == []
+
+
+def test_reading_and_looking_up_import_neither_pandas_nor_scipy(tmp_path: Path) -> None:
+    """Issue #11: the cell key method's p-table path is numpy only."""
+    path = write(tmp_path, GOOD)
+    code = (
+        "import sys, numpy as np\n"
+        "from tabsafe.protect.ptable import PTable, PTableParams\n"
+        "from tabsafe.protect.cell_key import lookup_noise\n"
+        f"pt = PTable.from_file({str(path)!r})\n"
+        "assert lookup_noise(np.array([1, 9]), np.array([0.5, 0.9]), pt).tolist() == [-1, 1]\n"
+        "PTableParams(max_noise=2, variance=1); pt.to_text('tau-argus'); pt.row_reports\n"
+        "print(sorted(m for m in ('pandas', 'scipy', 'matplotlib') if m in sys.modules))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[]"
 
 
 def test_missing_file(tmp_path: Path) -> None:
@@ -226,6 +302,11 @@ def test_ptable_is_immutable() -> None:
     pt = generate_ptable(PTableParams(max_noise=2, variance=1))
     with pytest.raises(AttributeError):
         pt.i_max = 5  # type: ignore[misc]
+    with pytest.raises(ValueError, match="read-only"):
+        pt.column("p")[0] = 0.5
+    ub, _ = pt.intervals(1)
+    with pytest.raises(ValueError, match="read-only"):
+        ub[0] = 0.0
     rows = pt.rows
     rows.loc[0, "p"] = 0.5
     assert pt.rows.loc[0, "p"] == 1.0
@@ -233,61 +314,136 @@ def test_ptable_is_immutable() -> None:
         PTable()
 
 
-# --- CLI hook -----------------------------------------------------------------------------
+# --- `tabsafe ptable` ---------------------------------------------------------------------
 
 
-def parse(argv: list[str]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(prog="tabsafe ptable")
-    ptable_cli.add_arguments(parser)
-    return parser.parse_args(argv)
+def cli(argv: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, list[str], str]:
+    code = main(["ptable", *map(str, argv)])
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
 
 
-def test_cli_writes_csv_plot_and_reports_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    out = tmp_path / "pt.csv"
-    png = tmp_path / "pt.png"
-    args = parse(["--max-noise", "5", "--variance", "3", "--js", "2", "--out", str(out), "--plot", str(png)])
-    assert ptable_cli.run(args) == 0
+def test_cli_writes_csv_plot_report_and_reports_rows(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out, png, rep = tmp_path / "pt.csv", tmp_path / "pt.png", tmp_path / "pt.json"
+    code, lines, err = cli(["--max-noise", 5, "--variance", 3, "--js", 2, "--out", out, "--plot", png,
+                            "--report", rep], capsys)
+    assert code == 0, err
     assert len(PTable.from_csv(out).rows) == 66
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    lines = capsys.readouterr().out.splitlines()
-    assert len(lines) == 10  # i = 0..8 and the summary
+    assert len(lines) == 10  # i = 0..8 and the summary: every row reaches V = 3, no note
     assert lines[1].startswith("i=1:") and "variance=3.000000" in lines[1]
     assert lines[8].startswith("i>=8:")
-    assert files_in(tmp_path) == ["pt.csv", "pt.png"]
+    assert not any("below" in line or line.startswith("note") for line in lines)
+    report = json.loads(rep.read_text())
+    assert report["params"] == {"max_noise": 5, "variance": 3.0, "js": 2, "pstay": None, "monotony": True}
+    assert [r["i"] for r in report["rows"]] == list(range(9))
+    assert all(abs(r["variance"] - 3) < 1e-6 and not r["below_variance"] for r in report["rows"][1:])
+    assert report["notes"] == []
+    assert files_in(tmp_path) == ["pt.csv", "pt.json", "pt.png"]
 
 
-def test_cli_tau_argus_and_no_monotony(tmp_path: Path) -> None:
+def test_cli_says_when_rows_stay_below_the_variance(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue #12: D=2, V=10 reaches variance 2 at most (uniform over 5 targets): say so."""
+    out, rep = tmp_path / "pt.csv", tmp_path / "pt.json"
+    code, lines, err = cli(["--max-noise", 2, "--variance", 10, "--out", out, "--report", rep], capsys)
+    assert code == 0, err
+    rows = [line for line in lines if line.startswith("i")]
+    assert [("below V=10" in line) for line in rows] == [False, True, True]
+    notes = [line for line in lines if line.startswith("note:")]
+    assert len(notes) == 1
+    assert "2 rows" in notes[0] and "i=1: 0.9319" in notes[0] and "i>=2: 2" in notes[0]
+    assert "--variance 10" in notes[0] and "--max-noise" in notes[0]
+    report = json.loads(rep.read_text())
+    np.testing.assert_allclose([r["variance"] for r in report["rows"]], [0, 0.931884, 2.0], atol=1e-6)
+    assert [r["below_variance"] for r in report["rows"]] == [False, True, True]
+    assert len(report["notes"]) == 1 and "'max_noise'" not in report["notes"][0]
+
+
+def test_cli_tau_argus_and_no_monotony(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "pt.txt"
-    args = parse(["--max-noise", "2", "--variance", "1", "--no-monotony", "--pstay", "0.4",
-                  "--format", "tau-argus", "--out", str(out)])
-    assert ptable_cli.run(args) == 0
-    assert PTable.from_tau_argus(out).i_max == 2
+    code, _, err = cli(["--max-noise", 2, "--variance", 1, "--no-monotony", "--pstay", 0.4, "--format", "tau-argus",
+                        "--out", out], capsys)
+    assert code == 0, err
+    pt = PTable.from_tau_argus(out)
+    assert pt.i_max == 2
+    assert pt == generate_ptable(PTableParams(max_noise=2, variance=1, pstay=0.4, monotony=False))
 
 
-def test_cli_infeasible_leaves_no_file(tmp_path: Path) -> None:
-    out = tmp_path / "pt.csv"
-    args = parse(["--max-noise", "5", "--variance", "1", "--js", "2", "--out", str(out),
-                  "--plot", str(tmp_path / "pt.png")])
-    with pytest.raises(tabsafe.errors.MethodError) as info:
-        ptable_cli.run(args)
-    assert "row i=1" in one_line(info.value)
-    assert files_in(tmp_path) == []
+@pytest.mark.parametrize(("fmt", "name"), [("csv", "pt.txt"), ("tau-argus", "pt.csv")])
+def test_cli_either_layout_in_either_text_suffix(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                 fmt: str, name: str) -> None:
+    out = tmp_path / name
+    code, _, err = cli(["--max-noise", 3, "--variance", 1.5, "--format", fmt, "--out", out], capsys)
+    assert code == 0, err
+    assert PTable.from_file(out) == generate_ptable(PTableParams(max_noise=3, variance=1.5))
+
+
+@pytest.mark.parametrize("name", ["pt.parquet", "pt.json", "pt"])
+def test_cli_refuses_a_name_that_is_not_text(tmp_path: Path, capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """Issue #12: `--out p.parquet` wrote CSV text into a .parquet file."""
+    code, lines, err = cli(["--max-noise", 2, "--variance", 1, "--out", tmp_path / name,
+                            "--plot", tmp_path / "pt.png", "--report", tmp_path / "r.json"], capsys)
+    assert code == 2
+    assert one_line(err.strip()) == err.strip() and err.count("\n") == 1
+    assert "--out a .csv or .txt name" in err
+    assert lines == [] and files_in(tmp_path) == []
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        (["--plot", "{d}/no/pt.png"], "output folder does not exist"),
+        (["--plot", "{d}/pt.svg"], "give a .png name"),
+        (["--report", "{d}/r.txt"], "the report is JSON"),
+    ],
+)
+def test_cli_every_output_is_checked_first(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                           extra: list[str], fragment: str) -> None:
+    argv = ["--max-noise", 2, "--variance", 1, "--out", tmp_path / "pt.csv",
+            *[e.format(d=tmp_path) for e in extra]]
+    code, lines, err = cli(argv, capsys)
+    assert code == 2 and fragment in err and err.count("\n") == 1
+    assert lines == [] and files_in(tmp_path) == []
+
+
+def test_cli_checks_outputs_before_generating(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # an infeasible parameter set and a bad plot path: the path is refused first (exit 2), the
+    # optimiser never runs (it would fail with exit 3)
+    code, lines, err = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", tmp_path / "pt.csv",
+                            "--plot", tmp_path / "no" / "pt.png"], capsys)
+    assert code == 2 and "output folder does not exist" in err
+    assert lines == [] and files_in(tmp_path) == []
+
+
+def test_cli_infeasible_leaves_no_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, lines, err = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", tmp_path / "pt.csv",
+                            "--plot", tmp_path / "pt.png", "--report", tmp_path / "pt.json"], capsys)
+    assert code == 3
+    assert "row i=1" in err and "nearest feasible V: any --variance > 2" in err
+    assert lines == [] and files_in(tmp_path) == []
+
+
+def test_cli_never_overwrites_an_existing_output_on_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    target = write(tmp_path, GOOD)
+    code, _, _ = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", target], capsys)
+    assert code == 3
+    assert target.read_text() == GOOD and files_in(tmp_path) == ["pt.csv"]
 
 
 @pytest.mark.parametrize(
     ("argv", "fragment"),
     [
         (["--max-noise", "x", "--variance", "3"], "--max-noise must be an integer"),
-        (["--max-noise", "3", "--variance", "big"], "--variance must be a number"),
-        (["--max-noise", "3", "--variance", "3", "--pstay", "2"], "'pstay'"),
-        (["--max-noise", "0", "--variance", "3"], "'max_noise'"),
+        (["--max-noise", "3", "--variance", "big"], "--variance must be a finite number > 0"),
+        (["--max-noise", "3", "--variance", "3", "--pstay", "2"], "--pstay must be a number in (0, 1)"),
+        (["--max-noise", "0", "--variance", "3"], "--max-noise must be an integer in 1..100; got 0"),
+        (["--variance", "3"], "the following arguments are required: --max-noise"),
     ],
 )
-def test_cli_bad_values(tmp_path: Path, argv: list[str], fragment: str) -> None:
-    args = parse(argv + ["--out", str(tmp_path / "pt.csv")])
-    with pytest.raises(tabsafe.errors.InputError) as info:
-        ptable_cli.run(args)
-    assert fragment in one_line(info.value)
+def test_cli_bad_values(tmp_path: Path, capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
+    code, _, err = cli([*argv, "--out", tmp_path / "pt.csv"], capsys)
+    assert code == 2
+    assert fragment in err and err.count("\n") == 1
     assert files_in(tmp_path) == []
 
 

@@ -49,7 +49,9 @@ def test_risk_only_checked_rules_become_columns(small_census, tmp_path: Path) ->
 @pytest.mark.parametrize("args, message", [
     (["--by", "region,sex"], "no rule chosen"),
     (["--by", "region,sex", "--min-freq", "3", "--target", "nope"], "unknown variable"),
-    (["--by", "region,sex", "--t-rel", "120"], "t_k_rel"),
+    (["--by", "region,sex", "--t-rel", "120"], "--t-rel"),
+    (["--by", "region,sex", "--min-freq", "three"], "--min-freq"),
+    (["--by", "region,sex", "--zeros", "0"], "--zeros"),
 ])
 def test_risk_errors_write_nothing(small_census, tmp_path: Path, capsys, args, message) -> None:
     out = tmp_path / "risk.csv"
@@ -65,6 +67,25 @@ def test_risk_bad_output_extension_writes_nothing(small_census, tmp_path: Path) 
     assert list(tmp_path.iterdir()) == []
 
 
+def test_risk_outputs_are_planned_before_work(small_census, tmp_path: Path, capsys) -> None:
+    # the summary's folder does not exist: nothing is written, not even the flags
+    out = tmp_path / "risk.csv"
+    code = _run("risk", small_census.persons, "--by", "region,sex", "--min-freq", 3, "--out", out,
+                "--summary", tmp_path / "nodir" / "s.json")
+    assert code != 0 and "output folder does not exist" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+    # the flags would overwrite the input
+    code = _run("risk", small_census.persons, "--by", "region,sex", "--min-freq", 3, "--out", small_census.persons)
+    assert code != 0 and "input" in capsys.readouterr().err
+
+
+def test_risk_files_are_private(small_census, tmp_path: Path) -> None:
+    out = tmp_path / "risk.parquet"
+    assert _run("risk", small_census.persons, "--by", "region,sex", "--min-freq", 3, "--out", out) == 0
+    assert out.stat().st_mode & 0o077 == 0
+    assert (tmp_path / "risk.summary.json").stat().st_mode & 0o077 == 0
+
+
 def test_protect_suppress_release_hides_values(small_census, tmp_path: Path, capsys) -> None:
     out = tmp_path / "release.csv"
     report = tmp_path / "report.json"
@@ -72,23 +93,57 @@ def test_protect_suppress_release_hides_values(small_census, tmp_path: Path, cap
                 "--min-freq", 3, "--out", out, "--report", report)
     assert code == 0
     printed = capsys.readouterr().out
-    assert "secondary" in printed and "value_suppressed" in printed
+    # publishable figures only (issue #12): how many cells are hidden, not how many are primary
+    # nor what they hold; nothing but tabsafe's own lines (no solver banner)
+    assert printed.startswith("suppress: wrote")
+    figures = printed.splitlines()[0]
+    assert "suppressed" in figures
+    for secret in ("value_suppressed", "secondary_value", "primary", "secondary"):
+        assert secret not in figures
     frame = pd.read_csv(out, dtype={"region": str, "age": str, "citizenship": str})
     assert list(frame.columns) == ["region", "age", "citizenship", "count", "status"]
     hidden = frame["status"] == "suppressed"
     assert hidden.any() and frame.loc[hidden, "count"].isna().all() and frame.loc[~hidden, "count"].notna().all()
-    figures = json.loads(report.read_text())["figures"]
-    assert figures["suppressed"] == int(hidden.sum())
+    payload = json.loads(report.read_text())
+    assert "private" not in payload
+    assert payload["figures"]["suppressed"] == int(hidden.sum())
+    assert not {"primary", "secondary", "value_suppressed", "secondary_value"} & set(payload["figures"])
     # Audit the written release against the original table: nothing small can be recomputed.
     table = tabulate(Microdata.from_file(small_census.persons, codelists=read_meta(small_census.meta)),
-                     ["region", "age", "citizenship"])
+                     ["region", "age", "citizenship"]).densify()
     assert len(frame) == table.n_cells
     original = table.counts
     assert (frame.loc[~hidden, "count"].to_numpy() == original[~hidden.to_numpy()]).all()
     primary = (original > 0) & (original < 3)
+    assert primary.any()
     audit = interval_audit(table, hidden.to_numpy(), required=1, lower=1, cells=primary)
     assert not audit.narrow.any()
     assert (original[hidden.to_numpy()] > 0).all()  # zeros are never suppressed by default
+
+
+def test_protect_suppress_private_figures_only_beside_evaluation(small_census, tmp_path: Path) -> None:
+    report = tmp_path / "report.json"
+    code = _run("protect", small_census.persons, "--by", "region,age,citizenship", "--method", "suppress",
+                "--min-freq", 3, "--out", tmp_path / "r.csv", "--evaluation", tmp_path / "e.parquet",
+                "--report", report)
+    assert code == 0
+    payload = json.loads(report.read_text())
+    evaluation = pd.read_parquet(tmp_path / "e.parquet")
+    reason = evaluation["reason"]
+    assert payload["private"]["primary"] == int((reason == "primary").sum()) > 0
+    assert payload["private"]["value_suppressed"] == int(evaluation.loc[reason != "published", "original"].sum())
+    assert report.stat().st_mode & 0o077 == 0
+
+
+def test_protect_suppress_refuses_a_rule_that_protects_nothing(small_census, tmp_path: Path, capsys) -> None:
+    out = tmp_path / "release.csv"
+    code = _run("protect", small_census.persons, "--by", "region,sex", "--method", "suppress", "--min-freq", 0,
+                "--out", out)
+    assert code == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "nothing would be protected" in err and "--min-freq" in err
+    assert "'min_freq'" not in err
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_protect_suppress_optimal_reports_a_gap(small_census, tmp_path: Path) -> None:
@@ -98,8 +153,9 @@ def test_protect_suppress_optimal_reports_a_gap(small_census, tmp_path: Path) ->
                 "--mode", "optimal", "--cost", "cells", "--time-limit", 10, "--out", out, "--report", report,
                 "--keep-original")
     assert code == 0
-    figures = json.loads(report.read_text())["figures"]
-    assert figures["mode"] == "optimal" and 0 <= figures["gap"] <= 1
+    payload = json.loads(report.read_text())
+    assert payload["figures"]["mode"] == "optimal" and payload["figures"]["status"]
+    assert 0 <= payload["private"]["gap"] <= 1  # derived from hidden values: private
     frame = pd.read_parquet(out)
     assert "original" in frame.columns
 
@@ -109,7 +165,7 @@ def test_protect_suppress_bad_option_writes_nothing(small_census, tmp_path: Path
     code = _run("protect", small_census.persons, "--by", "region,sex", "--method", "suppress",
                 "--protection-level", "-1", "--out", out)
     assert code != 0
-    assert "protection_level" in capsys.readouterr().err
+    assert "--protection-level" in capsys.readouterr().err
     assert not out.exists()
 
 

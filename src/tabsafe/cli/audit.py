@@ -2,25 +2,30 @@
 
 The SPEC (YAML; format in :mod:`tabsafe.risk.differencing`) names the data, the recodes and the
 tables. The command prints a summary and the first small slivers in words, and writes the
-reported slivers to ``--out`` (``.csv``, ``.parquet`` or ``.json``) when asked. Exit status 0
-whether or not slivers are found; errors print one line and write nothing.
+reported slivers to ``--out`` (``.csv``, ``.parquet`` or ``.json``) when asked. The output is
+planned before the audit runs (never one of the spec's files or the data) and holds exact counts
+of small groups, so it is an evaluation file, private to the user. Exit status 0 whether or not
+slivers are found; errors print one line and write nothing.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
-import pyarrow as pa
+from tabsafe.errors import InputError, param
 
-from tabsafe.errors import InputError
-from tabsafe.io import atomic_path, write_frame
-from tabsafe.risk.differencing import AuditResult, DifferencingSpec, audit
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+
+    from tabsafe.io import Outputs
+    from tabsafe.risk.differencing import AuditResult
 
 #: How many small slivers the command prints.
 SHOWN = 10
+
+_KINDS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
@@ -28,22 +33,20 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("--threshold", type=int, default=None,
                         help="small = 0 < n < threshold (default: the SPEC's, else 3)")
     parser.add_argument("--max-order", type=int, default=None,
-                        help="longest chain of differences (1 = pairs only; default: the SPEC's, else 3)")
+                        help="longest chain of differences (1 = pairs only; default: the SPEC's, else 2)")
     parser.add_argument("--zeros", action="store_true", help="report zero slivers too (group attributes)")
     parser.add_argument("--all", action="store_true", dest="all_slivers",
                         help="write every new sliver to --out, not only the reported ones")
-    parser.add_argument("--out", default=None, help="write the slivers: .csv, .parquet or .json")
+    parser.add_argument("--out", default=None,
+                        help="write the slivers: .csv, .parquet or .json (private to you: exact small counts)")
 
 
 def _output_kind(path: str) -> str:
     suffix = Path(path).suffix.lower()
-    kinds = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json"}
-    if suffix not in kinds:
-        raise InputError(f"unknown output format {suffix or '(none)'!r}; use .csv, .parquet or .json", where=path)
-    parent = Path(path).parent
-    if not parent.exists():
-        raise InputError("output folder does not exist", where=str(parent))
-    return kinds[suffix]
+    if suffix not in _KINDS:
+        raise InputError(f"{param('out')}: unknown output format {suffix or '(none)'!r}; use .csv, .parquet or "
+                         ".json", where=path)
+    return _KINDS[suffix]
 
 
 def _reported(result: AuditResult, *, zeros: bool, everything: bool) -> pd.DataFrame:
@@ -53,47 +56,51 @@ def _reported(result: AuditResult, *, zeros: bool, everything: bool) -> pd.DataF
     return s[s["small"] | (s["zero"] if zeros else False)].reset_index(drop=True)
 
 
-def _write(frame: pd.DataFrame, result: AuditResult, path: str, kind: str) -> None:
+def _write(outputs: Outputs, target: Path, frame: pd.DataFrame, result: AuditResult, kind: str) -> None:
+    import json
+
     if kind == "json":
         payload = {"summary": dict(result.summary), "threshold": result.threshold,
                    "slivers": frame.to_dict(orient="records")}
-        with atomic_path(path) as tmp:
-            tmp.write_text(json.dumps(payload, indent=1, default=int) + "\n", encoding="utf-8")
+        outputs.write_text(target, json.dumps(payload, indent=1, default=int) + "\n")
         return
+    import pyarrow as pa
+
     flat = frame.assign(box=[json.dumps(b) for b in frame["box"]])
-    write_frame(pa.Table.from_pandas(flat, preserve_index=False), path)
+    outputs.write_arrow(target, pa.Table.from_pandas(flat, preserve_index=False))
 
 
-def describe_sliver(row: dict[str, object]) -> str:
+def describe_sliver(row: dict[str, Any]) -> str:
     """One sliver in words: its count, who, and the subtraction that reveals it."""
     return (f"{row['count']} = {row['outer']} ({row['outer_count']}) - {row['inner']} ({row['inner_count']}): "
             f"{row['sliver']}")
 
 
 def run(args: argparse.Namespace) -> int:
+    from tabsafe.io import Outputs
+    from tabsafe.risk.differencing import DifferencingSpec, audit
+
     kind = _output_kind(args.out) if args.out else None
     spec = DifferencingSpec.from_yaml(args.spec)
-    if args.max_order is not None:
-        if args.max_order < 1:
-            raise InputError(f"--max-order must be an integer >= 1, got {args.max_order}")
-        spec = DifferencingSpec(**{**spec.__dict__, "max_order": args.max_order})
-    if args.threshold is not None and args.threshold < 1:
-        raise InputError(f"--threshold must be an integer >= 1, got {args.threshold}")
-    result = audit(spec, threshold=args.threshold)
-    s = result.summary
-    print(f"tables {s['tables']}, cells {s['cells']} ({s['distinct_boxes']} distinct), "
-          f"pairs examined {s['pairs_examined']}")
-    print(f"slivers found {s['slivers']} (not counting {s['redundant']} unions of known cells): "
-          f"small (0 < n < {result.threshold}) {s['small']}, zero {s['zero']}")
-    shown = _reported(result, zeros=args.zeros, everything=False)
-    for row in shown.head(SHOWN).to_dict(orient="records"):
-        tag = f"order {row['order']}" if row["order"] > 1 else "pair"
-        print(f"  [{tag}; {row['tables']}] {describe_sliver(row)}")
-    if len(shown) > SHOWN:
-        print(f"  ... and {len(shown) - SHOWN} more")
-    if args.out:
-        assert kind is not None
-        frame = _reported(result, zeros=args.zeros, everything=args.all_slivers)
-        _write(frame, result, args.out, kind)
+    with Outputs(inputs=spec.inputs) as outputs:
+        # planned before any work: a bad --out fails at once, and never names an input
+        target = outputs.plan(args.out, kind="evaluation") if args.out else None
+        result = audit(spec, threshold=args.threshold, max_order=args.max_order)
+        s = result.summary
+        print(f"tables {s['tables']}, cells {s['cells']} ({s['distinct_boxes']} distinct), "
+              f"pairs examined {s['pairs_examined']}")
+        print(f"slivers found {s['slivers']} (not counting {s['redundant']} unions of known cells): "
+              f"small (0 < n < {result.threshold}) {s['small']}, zero {s['zero']}")
+        shown = _reported(result, zeros=args.zeros, everything=False)
+        for row in shown.head(SHOWN).to_dict(orient="records"):
+            tag = f"order {row['order']}" if row["order"] > 1 else "pair"
+            print(f"  [{tag}; {row['tables']}] {describe_sliver(row)}")
+        if len(shown) > SHOWN:
+            print(f"  ... and {len(shown) - SHOWN} more")
+        if target is not None:
+            assert kind is not None
+            frame = _reported(result, zeros=args.zeros, everything=args.all_slivers)
+            _write(outputs, target, frame, result, kind)
+    if target is not None:
         print(f"wrote {len(frame)} slivers to {args.out}")
     return 0

@@ -1,80 +1,118 @@
-"""Command-line hook: generate a p-table and write it (the lead's ``tabsafe`` CLI mounts it).
+"""``tabsafe ptable``: generate a cell key method p-table and write it (seed 000 §5.4).
 
-``add_arguments`` declares the options on a parser the CLI owns; ``run`` does the work and
-returns the exit status. Bad input raises :class:`tabsafe.errors.InputError`, an infeasible
-parameter set :class:`tabsafe.errors.MethodError`; the CLI prints their one line.
+The p-table's options are generated from :class:`~tabsafe.protect.ptable.PTableParams`'
+declared parameters (``--max-noise``, ``--variance``, ``--js``, ``--pstay``,
+``--[no-]monotony``); their help comes from its docstring. Every output — the p-table
+(``--out``, a ``.csv`` or ``.txt`` text file in either layout), the plot (``--plot``, PNG) and
+the report (``--report``, JSON with the variance each row reached) — is planned before the
+p-table is generated and written together through one :class:`~tabsafe.io.Outputs` transaction:
+an infeasible parameter set or a bad path leaves nothing behind.
+
+Rows whose variance stays below ``V`` (the variance is an upper bound) are marked, and one
+line says why and what would reach it.
 """
 
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
+from typing import Any
 
-import tabsafe.errors
-from tabsafe.protect.ptable import PTableParams, generate_ptable
+from tabsafe.errors import InputError, as_flag
 
 __all__ = ["add_arguments", "run"]
 
+_PREFIX = "ptable__"
+
+
+def _parameters() -> tuple[Any, ...]:
+    from tabsafe.params import parameters
+    from tabsafe.protect.ptable import PTableParams
+
+    return parameters(PTableParams)
+
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
-    """Add ``--max-noise D --variance V [--js J] [--pstay P] [--no-monotony] --out FILE
-    [--format csv|tau-argus] [--plot PNG]`` to ``parser``."""
-    parser.add_argument("--max-noise", dest="max_noise", required=True, metavar="D",
-                        help="largest absolute noise D (integer >= 1)")
-    parser.add_argument("--variance", required=True, metavar="V",
-                        help="noise variance V (number > 0), an upper bound per row")
-    parser.add_argument("--js", default="0", metavar="J",
-                        help="perturbed values 1..J never occur (default 0: none blocked)")
-    parser.add_argument("--pstay", default=None, metavar="P",
-                        help="lower bound of the probability of no change, in (0, 1)")
-    parser.add_argument("--no-monotony", dest="monotony", action="store_false",
-                        help="drop the monotony constraint on the negative side")
-    parser.add_argument("--out", required=True, metavar="FILE", help="p-table file to write")
-    parser.add_argument("--format", dest="file_format", choices=("csv", "tau-argus"),
-                        default="csv",
-                        help="csv: i,j,p,v,p_int_lb,p_int_ub; tau-argus: i;j;p;v;p_int_ub")
-    parser.add_argument("--plot", default=None, metavar="PNG",
-                        help="also write a PNG of the noise distribution per original value")
+    """The p-table parameters (generated from their declarations) and the outputs."""
+    from tabsafe.cli.options import _help
+
+    group = parser.add_argument_group("p-table", "parameters of the maximum entropy p-table")
+    for p in _parameters():
+        kwargs: dict[str, Any] = {"dest": _PREFIX + p.name, "default": None, "help": _help(p)}
+        if p.constraint.is_flag:
+            group.add_argument(as_flag(p.name), action=argparse.BooleanOptionalAction, **kwargs)
+        else:
+            group.add_argument(as_flag(p.name), metavar=p.constraint.metavar, required=p.required, **kwargs)
+    out = parser.add_argument_group("output")
+    out.add_argument("--out", required=True, metavar="FILE",
+                     help="p-table file to write: .csv or .txt (either layout)")
+    out.add_argument("--format", dest="file_format", choices=("csv", "tau-argus"), default="csv",
+                     help="csv: i,j,p,v,p_int_lb,p_int_ub; tau-argus: i;j;p;v;p_int_ub (default csv)")
+    out.add_argument("--plot", default=None, metavar="PNG",
+                     help="also write a PNG of the noise distribution per original value")
+    out.add_argument("--report", default=None, metavar="FILE.json",
+                     help="also write the parameters and the variance each row reached as JSON")
 
 
-def _number(text: object, name: str, kind: type) -> object:
-    if text is None or isinstance(text, (int, float)):
-        return text
-    try:
-        return kind(str(text).strip())
-    except ValueError:
-        noun = "an integer" if kind is int else "a number"
-        raise tabsafe.errors.InputError(
-            f"option --{name} must be {noun}; got {text!r}", where="ptable"
-        ) from None
+def params_from_args(args: argparse.Namespace) -> Any:
+    """The :class:`PTableParams` the options describe (each value checked by its constraint)."""
+    from tabsafe.protect.ptable import PTableParams
+
+    values: dict[str, Any] = {}
+    for p in _parameters():
+        raw = getattr(args, _PREFIX + p.name, None)
+        if raw is None:
+            continue
+        values[p.name] = bool(raw) if p.constraint.is_flag else p.constraint.from_text(p.name, raw)
+    return PTableParams(**values)
+
+
+def _label(ptable: Any, i: int) -> str:
+    return f"i>={i}" if i == ptable.i_max else f"i={i}"
 
 
 def run(args: argparse.Namespace) -> int:
-    """Generate the p-table described by ``args``, write it (and the plot), print one line per
-    original value with the variance it reached; return 0."""
-    params = PTableParams(
-        max_noise=_number(args.max_noise, "max-noise", int),  # type: ignore[arg-type]
-        variance=_number(args.variance, "variance", float),  # type: ignore[arg-type]
-        js=_number(args.js, "js", int),  # type: ignore[arg-type]
-        pstay=_number(args.pstay, "pstay", float),  # type: ignore[arg-type]
-        monotony=bool(args.monotony),
-    )
-    out = Path(args.out)
-    for target in [out] + ([Path(args.plot)] if args.plot else []):
-        if not target.parent.is_dir():
-            raise tabsafe.errors.InputError(f"folder {target.parent} does not exist", where=str(target))
-    ptable = generate_ptable(params)
-    if getattr(args, "file_format", "csv") == "tau-argus":
-        ptable.to_tau_argus(out)
-    else:
-        ptable.to_csv(out)
+    """Generate the p-table, write every output together, print one line per original value
+    with the variance it reached (and one line on rows below ``V``); return 0."""
+    import json
+    from pathlib import Path
+
+    from tabsafe.evaluate.ptable_plot import check_plot_path, plot_ptable
+    from tabsafe.io import Outputs
+    from tabsafe.protect.ptable import generate_ptable
+    from tabsafe.protect.ptable.files import check_ptable_path, write_ptable
+
+    params = params_from_args(args)
+    check_ptable_path(args.out)
     if args.plot:
-        ptable.plot(args.plot)
-    for row in ptable.report.itertuples(index=False):
-        label = f"i>={row.i}" if row.i == ptable.i_max else f"i={row.i}"
-        print(
-            f"{label}: targets={row.targets} mean={row.mean:+.2e} "
-            f"variance={row.variance:.6f} p_stay={row.p_stay:.6f}"
-        )
-    print(f"wrote {out} ({len(ptable.rows)} rows, i_max={ptable.i_max})")
+        check_plot_path(args.plot)
+    if args.report and Path(args.report).suffix.lower() != ".json":
+        raise InputError("the report is JSON: give a .json name", where=args.report)
+    with Outputs() as out:
+        # every output is checked before the (possibly long, possibly infeasible) generation
+        table_path = out.plan(args.out)
+        plot_path = out.plan(args.plot, option="plot") if args.plot else None
+        report_path = out.plan(args.report, option="report") if args.report else None
+        ptable = generate_ptable(params)
+        write_ptable(ptable, table_path, layout=args.file_format, outputs=out)
+        if plot_path is not None:
+            plot_ptable(ptable, plot_path, outputs=out)
+        shortfall = ptable.shortfall()
+        if report_path is not None:
+            below = {r.i for r in ptable.rows_below()}
+            payload = {
+                "params": params.params(),
+                "format": args.file_format,
+                "i_max": ptable.i_max,
+                "rows": [{**r.to_json(), "below_variance": r.i in below} for r in ptable.row_reports],
+                "notes": [shortfall] if shortfall else [],
+            }
+            out.write_text(report_path, json.dumps(payload, indent=2) + "\n")
+    below = {r.i for r in ptable.rows_below()}
+    for r in ptable.row_reports:
+        mark = f"  below V={params.variance:g}" if r.i in below else ""
+        print(f"{_label(ptable, r.i)}: targets={r.targets} mean={r.mean:+.2e} "
+              f"variance={r.variance:.6f} p_stay={r.p_stay:.6f}{mark}")
+    if shortfall:
+        print(f"note: {ptable.shortfall(as_flag)}")
+    print(f"wrote {args.out} ({ptable.n_rows} rows, i_max={ptable.i_max})")
     return 0

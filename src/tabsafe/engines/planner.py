@@ -8,7 +8,9 @@ Given a :class:`~tabsafe.model.spec.TableSpec`, the planner
 3. writes **one** aggregation over ``GROUPING SETS`` — one set per combination of hierarchy
    levels, the total being "not grouped" — counting records (or summing inner cells), summing
    magnitudes as exact decimals and record keys as exact fixed-point integers (the cell key,
-   METHODS.md §2), with the filter compiled into the engine's dialect,
+   METHODS.md §2), with the filter compiled into the engine's dialect (engines that copy every
+   row once per grouping set, Spark, first aggregate the records to inner cells in the same
+   query: ``Dialect.pre_aggregate``),
 4. validates every observed code against its codelist (without a filter, from the
    single-variable grouping sets of the same pass: no extra scan), and
 5. turns the answer into a sparse :class:`~tabsafe.model.table.Table`: the cells with records,
@@ -23,23 +25,24 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from tabsafe._arrow import from_numpy, strings, to_numpy
 from tabsafe._arrow import table as arrow_table
 from tabsafe.engines.base import SOURCE, Dialect, Engine, Session
 from tabsafe.errors import InputError, TooLargeError, param
+from tabsafe.model import filter as _filter
 from tabsafe.model.filter import compile_sql
 from tabsafe.model.hierarchy import TOTAL, Hierarchy
 from tabsafe.model.microdata import InnerCells, Microdata
-from tabsafe.model.spec import TableSpec
+from tabsafe.model.spec import DEFAULT_MAX_CELLS, TableSpec
 from tabsafe.model.table import Dimension, Table
 
-__all__ = ["natural_key", "tabulate_with"]
+__all__ = ["GroupedCounts", "grouped_counts", "natural_key", "tabulate_with"]
 
 
 def natural_key(code: str) -> tuple[Any, ...]:
@@ -57,6 +60,64 @@ def tabulate_with(engine: Engine, data: Microdata | InnerCells, spec: TableSpec)
     session = engine.open(data.source)
     try:
         return _Plan(session, engine.dialect, data, spec, engine.name).run()
+    finally:
+        session.close()
+
+
+@dataclass(frozen=True, eq=False)
+class GroupedCounts:
+    """The occurring combinations of some variables and their counts: inner cells, no margins.
+
+    Attributes:
+        variables: the grouped variables, in the order asked for.
+        codes: per variable, its codelist in the engine's order (the declared codelist's leaves,
+            else the codes found in the whole data sorted by :func:`natural_key`).
+        kinds: per variable, the source column's kind (``"text"``, ``"integer"``, ``"number"``).
+        positions: ``(groups, variables)`` int64: each group's code positions in ``codes``;
+            groups are sorted by these positions (row-major) and all have a count above zero.
+        counts: records per group (microdata) or the summed count column (inner cells).
+    """
+
+    variables: tuple[str, ...]
+    codes: tuple[tuple[str, ...], ...]
+    kinds: tuple[str, ...]
+    positions: np.ndarray
+    counts: np.ndarray
+
+
+@dataclass(frozen=True, kw_only=True)
+class _GroupSpec:
+    """What :class:`_Plan` reads of a :class:`TableSpec`, for a grouping without margins
+    (which may group by no variable at all, unlike a table)."""
+
+    by: tuple[str, ...]
+    where: Any = None
+    hierarchies: Mapping[str, Hierarchy] = field(default_factory=dict)
+    sums: tuple[str, ...] = ()
+    key: None = None
+    max_cells: int = DEFAULT_MAX_CELLS
+
+
+def grouped_counts(engine: Engine, data: Microdata | InnerCells, variables: Sequence[str], *,
+                   where: Any = None) -> GroupedCounts:
+    """The combinations of ``variables`` that occur in ``data`` (after the filter ``where``) and
+    their counts, in one engine pass: the inner cells of the table they span, without margins.
+
+    Validated as :func:`tabulate_with` validates a table — columns exist, no missing or blank
+    values, no code named like the total, every code in its declared codelist, and for inner
+    cells whole non-negative counts and no row repeating another in every column but the
+    count — so every method that reads counts (the differencing audit, seed 000 §5.2) sees the
+    same codes in the same order as the tables it is given. Inner cells classified by more
+    variables than ``variables`` are summed over the others.
+    """
+    variables = tuple(variables)
+    if len(set(variables)) != len(variables):
+        dup = next(v for i, v in enumerate(variables) if v in variables[:i])
+        raise InputError(f"variable {dup!r} is grouped twice")
+    spec = _GroupSpec(by=variables, where=_filter.coerce(where, where="where"))
+    session = engine.open(data.source)
+    try:
+        return _Plan(session, engine.dialect, data, spec, engine.name).grouped()  # type: ignore[arg-type]
     finally:
         session.close()
 
@@ -99,7 +160,7 @@ class _Plan:
             dims = [self._dimension(v, declared[v], found[v]) for v in self.spec.by]
             self._check_size([len(d) for d in dims])
             if isinstance(self.data, InnerCells):
-                self._check_inner_cells(dims)
+                self._check_inner_cells([d.variable for d in dims])
         else:
             # Without a filter the single-variable grouping sets of the main pass are exactly the
             # observed codes, so the codelist check costs no extra pass (see _aggregate).
@@ -112,6 +173,73 @@ class _Plan:
         if self.weight is not None:
             self._check_weights()
         return self._aggregate(declared, dims, n_rows)
+
+    def grouped(self) -> GroupedCounts:
+        """The inner cells only (see :func:`grouped_counts`): one GROUP BY, validated."""
+        self.columns = dict(self.s.columns())
+        by = self.spec.by
+        missing = [v for v in by if v not in self.columns]
+        if missing:
+            have = list(self.columns)
+            shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+            raise InputError(f"unknown variable {missing[0]!r}: not a column of the data (the data have: {shown})",
+                             where=self.where_src)
+        if isinstance(self.data, InnerCells) and self.data.count not in self.columns:
+            raise InputError(f"no count column {self.data.count!r} in the data", where=self.where_src)
+        self.filter_sql = (
+            compile_sql(self.spec.where, self.d.filter_dialect(), self.columns, where=self.where_src)
+            if self.spec.where is not None else None
+        )
+        n_rows = int(to_numpy(self.s.run(f"SELECT count(*) AS n FROM {SOURCE}").column(0))[0])
+        if n_rows == 0:
+            raise InputError("the data have no records", where=self.where_src)
+        declared = {v: self._declared(v) for v in by}
+        dims: list[Dimension] | None = None
+        if by and (self.filter_sql is not None or isinstance(self.data, InnerCells)):
+            # The grouping only sees selected rows (and inner cells' counts are checked before
+            # they are summed): validate the whole data set in a pass of its own.
+            found = self._observed_codes()
+            dims = [self._dimension(v, declared[v], found[v]) for v in by]
+        if isinstance(self.data, InnerCells):
+            # a combination repeats when it repeats in every column but the count: rows that
+            # differ in a column not grouped here are summed, as margins of the inner cells are
+            self._check_inner_cells([c for c in self.columns if c != self.data.count])
+            measure = f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"
+        else:
+            measure = "count(*)"
+        exprs = [self._text(v) for v in by]
+        select = [f"{e} AS d{i}" for i, e in enumerate(exprs)] + [f"{measure} AS n", "count(*) AS _ts_rows"]
+        where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        group = f"GROUP BY {', '.join(exprs)}" if exprs else ""
+        result = self.s.run(f"SELECT {', '.join(select)} FROM {SOURCE} {where} {group}")
+        counts = to_numpy(result.column("n"), fill=0).astype(np.int64, copy=False)
+        if dims is None:
+            # Without a filter the groups hold every row: their codes are the observed codes.
+            dims = []
+            for i, v in enumerate(by):
+                per_code = result.group_by(f"d{i}").aggregate([("_ts_rows", "sum")])
+                found = dict(zip(per_code.column(f"d{i}").to_pylist(), per_code.column("_ts_rows_sum").to_pylist()))
+                dims.append(self._dimension(v, declared[v], found))
+        import pyarrow.compute as pc
+
+        codes = tuple(tuple(d.hierarchy.leaves) for d in dims)
+        positions = np.zeros((result.num_rows, len(by)), dtype=np.int64)
+        for i, leaves in enumerate(codes):
+            positions[:, i] = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(list(leaves))),
+                                       fill=-1)
+        # the filter may select nothing; a group of explicit zero inner cells is no combination
+        keep = counts > 0
+        positions, counts = positions[keep], counts[keep]
+        sizes = [len(c) for c in codes]
+        if not by:
+            order = np.arange(len(counts))
+        elif float(np.prod(sizes, dtype=np.float64)) < 2.0**62:
+            # one mixed-radix key per group (as cell ids are): a single sort, far cheaper than lexsort
+            order = np.argsort(np.ravel_multi_index(tuple(positions.T), sizes), kind="stable")
+        else:
+            order = np.lexsort(positions.T[::-1])
+        return GroupedCounts(variables=by, codes=codes, kinds=tuple(self.columns[v] for v in by),
+                             positions=positions[order], counts=counts[order])
 
     # ------------------------------------------------------------------ resolving
     def _declared(self, var: str) -> Hierarchy | None:
@@ -223,18 +351,19 @@ class _Plan:
             )
         return Dimension(var, hierarchy)
 
-    def _check_inner_cells(self, dims: Sequence[Dimension]) -> None:
+    def _check_inner_cells(self, variables: Sequence[str]) -> None:
         assert isinstance(self.data, InnerCells)
         c = self.q(self.data.count)
         num = self.d.as_number(c)
+        frac = self.d.fraction(num)
         bad = self.s.run(
             f"""SELECT count(*) FILTER (WHERE {c} IS NULL) AS a,
                        count(*) FILTER (WHERE {c} IS NOT NULL AND {num} IS NULL) AS b,
                        count(*) FILTER (WHERE {num} < 0) AS c,
-                       count(*) FILTER (WHERE {num} <> floor({num})) AS d,
+                       count(*) FILTER (WHERE {frac} <> 0) AS d,
                        min({num}) FILTER (WHERE {num} < 0) AS e,
-                       min({num}) FILTER (WHERE {num} <> floor({num})) AS f,
-                       count(*) FILTER (WHERE isnan({num}) OR isinf({num})) AS g
+                       min({num}) FILTER (WHERE {frac} <> 0) AS f,
+                       count(*) FILTER (WHERE {self.d.not_finite(num)}) AS g
                 FROM {SOURCE}"""
         ).to_pylist()[0]
         col = f"count column {self.data.count!r}"
@@ -247,7 +376,9 @@ class _Plan:
             raise InputError(f"{col} has {_plural(bad['c'], 'negative count')} (e.g. {bad['e']:g})", where=self.where_src)
         if bad["d"]:
             raise InputError(f"{col} has {_plural(bad['d'], 'fractional count')} (e.g. {bad['f']:g})", where=self.where_src)
-        keys = ", ".join(self._text(d.variable) for d in dims)
+        if not variables:  # a single total: no combination can repeat
+            return
+        keys = ", ".join(self._text(v) for v in variables)
         dup = self.s.run(
             f"SELECT {keys}, count(*) AS n FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1 ORDER BY n DESC LIMIT 1"
         ).to_pylist()
@@ -256,7 +387,7 @@ class _Plan:
                 f"SELECT count(*) AS k FROM (SELECT {keys} FROM {SOURCE} GROUP BY {keys} HAVING count(*) > 1) t"
             ).column(0)[0].as_py()
             row = list(dup[0].values())
-            cell = ", ".join(f"{d.variable}={v}" for d, v in zip(dims, row[:-1]))
+            cell = ", ".join(f"{var}={v}" for var, v in zip(variables, row[:-1]))
             raise InputError(
                 f"{_plural(n_dup, 'inner cell')} appear more than once, e.g. ({cell}) {row[-1]} times; "
                 "aggregate the table first",
@@ -268,7 +399,7 @@ class _Plan:
         assert key is not None
         k = self.q(key.column)
         num = self.d.as_number(k)
-        frac = f"max({num} - floor({num}))" if key.modulus else "0"
+        frac = f"max({self.d.fraction(num)})" if key.modulus else "0"
         row = self.s.run(
             f"""SELECT count(*) FILTER (WHERE {k} IS NULL) AS a, count(*) FILTER (WHERE {k} IS NOT NULL AND {num} IS NULL) AS b,
                        min({num}) AS lo, max({num}) AS hi, {frac} AS fr
@@ -310,7 +441,6 @@ class _Plan:
     def _aggregate(self, declared: Mapping[str, Hierarchy | None], dims: Sequence[Dimension] | None,
                    n_rows: int) -> Table:
         hiers = [d.hierarchy for d in dims] if dims is not None else [declared[v] for v in self.spec.by]
-        select: list[str] = []  # grouped expressions, aliased
         groups: list[list[str]] = []  # per variable: its grouping alternatives besides "total"
         aliases: list[list[str]] = []  # the same, as output columns
         joins: list[str] = []
@@ -318,7 +448,6 @@ class _Plan:
             expr = self._text(var)
             if h is None:
                 # No codelist yet: group on the codes; they are checked and placed after the pass.
-                select.append(f"{expr} AS d{i}")
                 groups.append([expr])
                 aliases.append([f"d{i}"])
                 continue
@@ -335,28 +464,27 @@ class _Plan:
             self.s.register(f"map_{i}", arrow_table(rows))
             joins.append(f"JOIN map_{i} ON {expr} = map_{i}._ts_code")
             levels = [f"map_{i}._ts_l{lv}" for lv in range(1, depth + 1)]
-            select += [f"{c} AS d{i}_{lv}" for lv, c in enumerate(levels, start=1)]
             groups.append(levels)
             aliases.append([f"d{i}_{lv}" for lv in range(1, depth + 1)])
-        sets = [
-            "(" + ", ".join(c for c in choice if c is not None) + ")"
-            for choice in itertools.product(*[[None, *alts] for alts in groups])
-        ]
-        grouped = [e for alts in groups for e in alts]
+        # Every measure as (its aggregate over records, what the cell's value is of that total):
+        # counts, whole units and key integers are exact sums, so partial totals add up.
+        def same(total: str) -> str:
+            return total
 
         weight = None
+        parts: list[tuple[str, Any]]
         if isinstance(self.data, Microdata) and self.weight is not None:
             weight = self.d.as_bigint(self.d.as_number(f"{SOURCE}.{self.q(self.weight)}"))
-            measures = [f"sum({weight})", "count(*)"]
+            parts = [(f"sum({weight})", same), ("count(*)", same)]
             names = ["count", "_ts_records"]
         elif isinstance(self.data, Microdata):
-            measures = ["count(*)"]
+            parts = [("count(*)", same)]
             names = ["count"]
         else:
-            measures = [f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"]
+            parts = [(f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})", same)]
             names = ["count"]
         for var in self.spec.sums:
-            measures.append(f"sum({self.d.as_decimal(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})")
+            parts.append((f"sum({self.d.as_units(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})", same))
             names.append(f"sum_{var}")
         key = self.spec.key
         if key is not None:
@@ -367,15 +495,39 @@ class _Plan:
             if weight is not None:
                 # a record of weight 0 is in no cell: its key is in no cell key either
                 ints = f"CASE WHEN {weight} > 0 THEN {ints} ELSE 0 END"
-            measures.append(self.d.as_bigint(self.d.mod(f"sum({ints})", str(key.scale))))
+            if n_rows * (key.scale - 1) > 2**63 - 1:
+                # The sum could pass a BIGINT (Spark's sum of BIGINT is a BIGINT; DuckDB's a
+                # HUGEINT): sum exact 38-digit decimals instead, which hold any such sum.
+                ints = f"CAST({ints} AS DECIMAL(38, 0))"
+            scale = str(key.scale)
+            parts.append((f"sum({ints})", lambda total: self.d.as_bigint(self.d.mod(total, scale))))
             names.append("ckey_int")
         where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        source = f"{SOURCE} {' '.join(joins)} {where}"
+        if self.d.pre_aggregate:
+            # Two phases: records → one row per combination of leaf codes (every level column
+            # is a function of the leaf), then the grouping sets over those rows. An engine
+            # that expands each row once per grouping set (Spark) expands inner cells, not records.
+            raw = [e for alts in groups for e in alts]
+            inner_name = {e: f"_ts_g{j}" for j, e in enumerate(raw)}
+            inner = ", ".join(f"{e} AS {inner_name[e]}" for e in raw)
+            partial = ", ".join(f"{agg} AS _ts_m{j}" for j, (agg, _) in enumerate(parts))
+            source = f"(SELECT {inner}, {partial} FROM {source} GROUP BY {', '.join(raw)}) t0"
+            groups = [[inner_name[e] for e in alts] for alts in groups]
+            measures = [final(f"sum(_ts_m{j})") for j, (_, final) in enumerate(parts)]
+        else:
+            measures = [final(agg) for agg, final in parts]
+        select = [f"{c} AS {a}" for alts, als in zip(groups, aliases) for c, a in zip(alts, als)]
+        sets = [
+            "(" + ", ".join(c for c in choice if c is not None) + ")"
+            for choice in itertools.product(*[[None, *alts] for alts in groups])
+        ]
+        grouped = [e for alts in groups for e in alts]
         known = all(h is not None for h in hiers)
         if not known:
             select.append(f"{self.d.grouping_id(grouped)} AS _ts_gid")
         select += [f"{m} AS {self.q(n)}" for m, n in zip(measures, names)]
-        sql = (f"SELECT {', '.join(select)} FROM {SOURCE} {' '.join(joins)} {where} "
-               f"GROUP BY GROUPING SETS ({', '.join(sets)})")
+        sql = f"SELECT {', '.join(select)} FROM {source} GROUP BY GROUPING SETS ({', '.join(sets)})"
         if known:
             # Every codelist known: the cell id (the mixed-radix number of the positions) is
             # computed in the engine, and only ids and values come back.
@@ -418,6 +570,8 @@ class _Plan:
             for i, (d, stride) in enumerate(zip(dims, strides)):
                 if hiers[i] is None:
                     # Codes → display positions; not grouped means the total, at position 0.
+                    import pyarrow.compute as pc  # only for codelists taken from the data
+
                     pos = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(d.hierarchy.order)), fill=0)
                 else:
                     levels = [to_numpy(result.column(c), fill=0) for c in aliases[i]]
@@ -429,8 +583,9 @@ class _Plan:
         for n in names:
             col = result.column(n)
             if n.startswith("sum_"):
-                # exact decimal sums, converted once: the same float in every run
-                arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False)
+                # exact sums of whole units of 10^-digits, converted once: the float nearest the
+                # exact sum (one correctly rounded division), the same in every run and engine
+                arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False) / 10.0 ** self.spec.sum_digits
             else:
                 arr = to_numpy(col, fill=0).astype(np.int64, copy=False)
             values[n] = arr[keep] if not keep.all() else arr

@@ -22,7 +22,8 @@ from tabsafe.model.hierarchy import Hierarchy
 
 @dataclass(frozen=True)
 class FileSource:
-    """A Parquet or CSV file (or a glob of them) read in place by the engine."""
+    """A Parquet or CSV file (or a glob of them) read in place by the engine; or a folder of
+    Parquet files (a data set as Spark writes it: ``persons.parquet/part-*.parquet``)."""
 
     path: str
     format: str  # "parquet" | "csv"
@@ -34,9 +35,18 @@ class FileSource:
         fmt = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}.get(suffix)
         if fmt is None:
             raise InputError(f"unknown data format {suffix or '(none)'!r}; use .parquet or .csv", where=text)
-        if not any(ch in text for ch in "*?[") and not Path(text).is_file():
-            raise InputError("no such file", where=text)
+        if not any(ch in text for ch in "*?["):
+            if Path(text).is_dir():
+                if fmt != "parquet" or not any(Path(text).rglob("*.parquet")):
+                    raise InputError("a folder must hold .parquet files (a Parquet data set)", where=text)
+            elif not Path(text).is_file():
+                raise InputError("no such file", where=text)
         return cls(text, fmt)
+
+    @property
+    def is_folder(self) -> bool:
+        """A folder of Parquet files (read as one data set)."""
+        return Path(self.path).is_dir()
 
     def describe(self) -> str:
         return self.path
@@ -112,6 +122,44 @@ class Microdata:
     def with_codelists(self, codelists: Mapping[str, Hierarchy]) -> Microdata:
         return Microdata(source=self.source, codelists={**self.codelists, **codelists}, key=self.key,
                          weight=self.weight)
+
+    def read(self) -> pa.Table:
+        """The records as one Arrow table (what a microdata method perturbs). A CSV is read with
+        every column as text, as the engines read it, so codes such as ``01`` stay codes."""
+        return read_source(self.source)
+
+
+def read_source(source: Source) -> pa.Table:
+    """Every record of ``source`` in memory; an unreadable file is an :class:`InputError`."""
+    if isinstance(source, ArrowSource):
+        return source.table
+    path = source.path
+    try:
+        if source.format == "parquet":
+            import pyarrow.parquet as pq
+
+            if any(ch in path for ch in "*?["):
+                import glob
+
+                files = sorted(glob.glob(path))
+                if not files:
+                    raise InputError("no file matches", where=path)
+                return pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive")
+            return pq.read_table(path)
+        import csv
+
+        import pyarrow.csv as pacsv
+
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            header = next(csv.reader(f), [])
+        types = {name: pa.string() for name in header}
+        return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=True,
+                                                                          null_values=[""]))
+    except InputError:
+        raise
+    except (OSError, UnicodeDecodeError, pa.ArrowException) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"cannot read data: {first}", where=path) from None
 
 
 @dataclass(frozen=True, kw_only=True)

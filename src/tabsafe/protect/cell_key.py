@@ -185,10 +185,9 @@ def lookup_noise(counts: np.ndarray, cell_keys: np.ndarray, ptable: PTable) -> n
     Returns:
         int64 noise, same shape as ``counts``.
 
-    >>> import pandas as pd
-    >>> rows = pd.DataFrame({"i": [0, 1, 1], "j": [0, 0, 2], "p": [1, .5, .5], "v": [0, -1, 1],
-    ...                      "p_int_lb": [0, 0, .5], "p_int_ub": [1, .5, 1]})
-    >>> lookup_noise(np.array([1, 1, 5]), np.array([0.5, 0.51, 0.2]), PTable.from_frame(rows)).tolist()
+    >>> pt = PTable.from_columns({"i": [0, 1, 1], "j": [0, 0, 2], "p": [1, .5, .5], "v": [0, -1, 1],
+    ...                           "p_int_lb": [0, 0, .5], "p_int_ub": [1, .5, 1]})
+    >>> lookup_noise(np.array([1, 1, 5]), np.array([0.5, 0.51, 0.2]), pt).tolist()
     [-1, 1, -1]
     """
     if not isinstance(ptable, PTable):
@@ -367,9 +366,9 @@ class MagnitudeParams:
         object.__setattr__(self, "epsilon", eps)
         zs = 0.0
         if self.small_cells_ptable is not None:
-            rows = self.small_cells_ptable.rows
-            last = rows[rows["i"] == rows["i"].max()]
-            m1sq = float(np.sum(last["v"].to_numpy(float) ** 2 * last["p"].to_numpy(float)))
+            small = self.small_cells_ptable
+            last = small.column("i") == small.i_max
+            m1sq = float(np.sum(small.column("v")[last].astype(float) ** 2 * small.column("p")[last]))
             zs = math.sqrt(m1sq) / (math.sqrt(sum(e * e for e in eps)) * self.p_small)
         object.__setattr__(self, "_zs", zs)
 

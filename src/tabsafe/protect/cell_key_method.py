@@ -14,6 +14,7 @@ magnitude over perturbed count (seed 000 §5.7, Tables 5.23/5.24), never over th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -34,6 +35,7 @@ class PTableSource(Constraint):
 
     allowed = "a p-table file or a PTable"
     metavar = "FILE"
+    is_file = True  # type: ignore[assignment]
 
     def check(self, name: str, value: Any) -> Any:
         from tabsafe.protect.ptable import PTable
@@ -66,7 +68,8 @@ class CellKeyMethod(TableMethod):
         ptable: p-table file (CSV i,j,p,v,p_int_lb,p_int_ub or the tau-ARGUS layout), instead of
             the p-table parameters.
         max_noise: D, the largest absolute noise of the generated p-table.
-        variance: V, the noise variance of the generated p-table.
+        variance: V, the noise variance of the generated p-table (an upper bound: rows whose
+            targets cannot spread that far are named, with the variance reached, in the notes).
         js: perturbed values 1..js never occur.
         pstay: lower bound of the probability of no change.
         key: the record-key column the cell keys are summed from.
@@ -100,7 +103,7 @@ class CellKeyMethod(TableMethod):
     mag_variance: float = parameter(1.0, check=Real(min=0, min_open=True))
 
     def validate(self) -> None:
-        from tabsafe.protect.ptable import PTable, PTableParams, generate_ptable
+        from tabsafe.protect.ptable import PTable, PTableParams
 
         generated = self.max_noise is not None or self.variance is not None
         if self.ptable is not None and generated:
@@ -115,6 +118,9 @@ class CellKeyMethod(TableMethod):
         elif self.ptable is not None:
             table = PTable.from_file(self.ptable)
         else:
+            # only a generated p-table needs the optimiser (and scipy); a file is read with numpy
+            from tabsafe.protect.ptable.maxent import generate_ptable
+
             table = generate_ptable(PTableParams(max_noise=int(self.max_noise),  # type: ignore[arg-type]
                                                  variance=float(self.variance),  # type: ignore[arg-type]
                                                  js=self.js, pstay=self.pstay))
@@ -166,7 +172,6 @@ class CellKeyMethod(TableMethod):
             perturb_magnitudes,
             perturbed_mean,
         )
-        from tabsafe.protect.ptable import PTableParams, generate_ptable
 
         if not table.has("ckey"):
             raise InputError("the cell key method needs a table tabulated with record keys (a 'ckey' column)")
@@ -194,11 +199,15 @@ class CellKeyMethod(TableMethod):
             "mean_abs_noise": round(float(np.abs(noise).sum()) / n, 4) if n else 0.0,
             "max_abs_noise": int(np.abs(noise).max(initial=0)),
         }
+        notes = ["margins are perturbed as cells of their own: the table is not additive"]
+        shortfall = ptable.shortfall()
+        if shortfall:
+            notes.append(shortfall)
         if self.magnitude:
             col = f"sum_{self.magnitude}"
             values = table.column(col)
             mag = MagnitudeParams(
-                ptable=generate_ptable(PTableParams(max_noise=self.mag_max_noise, variance=self.mag_variance, js=0)),
+                ptable=_magnitude_ptable(self.mag_max_noise, self.mag_variance),
                 fp=float(self.flex_point),  # type: ignore[arg-type]
                 p_small=self.p_small, p_large=self.p_large, key_digits=self.key_digits,
             )
@@ -212,5 +221,15 @@ class CellKeyMethod(TableMethod):
             )
         return Outcome(
             cells=table, release=release, evaluation=evaluation, figures=figures,
-            notes=("margins are perturbed as cells of their own: the table is not additive",),
+            notes=tuple(notes),
         )
+
+
+@lru_cache(maxsize=32)
+def _magnitude_ptable(max_noise: int, variance: float) -> PTable:
+    """The magnitude p-table (js = 0), generated once per parameters: a table builder protects
+    many tables with the same method, and generating is a maximum-entropy solve per row."""
+    from tabsafe.protect.ptable import PTableParams
+    from tabsafe.protect.ptable.maxent import generate_ptable
+
+    return generate_ptable(PTableParams(max_noise=max_noise, variance=variance, js=0))

@@ -28,15 +28,34 @@ is differenced against every known cell inside it), so raise ``max_order`` with 
 combination of cells are not searched (an exact row-space audit of all atoms would find them,
 at a cost that grows with the square of the atoms).
 
-Counts are read from the data grouped by the base variables (only occurring combinations), so
-the audit scales with the data's distinct combinations and the published cells, not with the
-full grid of the base variables.
+Counts come through the tabulation engine (:func:`tabsafe.engines.planner.grouped_counts`): the
+occurring combinations of the base variables with their counts, validated as every tabulation
+is (declared codelists, missing values, inner cells' counts), so the audit scales with the
+data's distinct combinations and the published cells, not with the full grid of the base
+variables. Codes are ordered as the engine orders them: a declared codelist's order, else the
+data's codes by :func:`~tabsafe.engines.planner.natural_key` ("A2" before "A10").
+
+Filters (``where:``). A table's filter is tabsafe's filter language (:mod:`tabsafe.model.filter`:
+text such as ``"area_2001 = A and household = single"``), or the mapping form ``{area: [A]}``
+(= ``area in (A)``; a list of mappings, or of texts, is their ``and``; a ``{min: a, max: b}``
+item is ``a <= code <= b``). The audit works on sets of base codes, so a filter is read as
+the combinations of base codes it admits, evaluated as the engine's SQL would evaluate it
+(numeric columns compare as numbers, text columns as text; an ordering on a text column
+compares codes that are numbers, and a code that is no number is neither inside nor outside).
+On a derived variable, ``v = c`` / ``v in (c, d)`` admit the base codes of those codes and
+their negations the other base codes. The box method audits the filters whose admitted set is
+a box: after ``not`` is pushed inwards, an ``and`` of parts that each test ONE base variable
+(a derived variable counts as its base variable), such as ``sex = F and (age < 16 or age >= 65)
+and not area_2001 in (A, B)``. It refuses, with one line, a part that ties several base
+variables together (``sex = F or area = A``, ``not (sex = F and area = A)``: not a box; write
+one table per box), an ordering (``<``, ``>=``…) on a derived variable (its codes are sets,
+not numbers: compare its base variable) and codes that are not codes of the variable (a typo).
 
 SPEC format (YAML; paths relative to the spec file)::
 
     data: persons.csv            # microdata (.csv or .parquet) — or inner cells:
-    # table: cells.csv           #   aggregated inner cells of the base variables ...
-    # count: n                   #   ... and their count column
+    # table: cells.csv           #   aggregated inner cells of the base variables (each
+    # count: n                   #   combination once) and their count column
     meta: meta.yaml              # optional: declared codelists (order and complete domains)
     threshold: 3                 # optional: small = 0 < n < threshold (default 3)
     max_order: 2                 # optional: longest chain of differences (default 2)
@@ -50,8 +69,8 @@ SPEC format (YAML; paths relative to the spec file)::
     tables:
       - name: "Table 5.11"       # unique
         by: [sex, hours_a]       # base or derived variables ([] for a single count)
-        where: {area: [A]}       # optional: allowed codes per variable (AND over variables;
-                                 #   a list of such mappings is ANDed too)
+        where: {area: [A]}       # optional: a filter (see Filters above), e.g. the same as
+                                 #   where: "area = A"; or "area = A and hours >= 40"
         margins: true            # optional (default true): publish totals and subtotals
         hierarchies:             # optional: per variable, a file (.hrc/.yaml) or a tree whose
           hours_a: {"<40": ["<20", "20-39"]}   # leaves are the variable's codes
@@ -65,21 +84,20 @@ from __future__ import annotations
 import math
 import os
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
-import pyarrow.csv as pacsv
-import pyarrow.parquet as pq
 import scipy.sparse as sp
 import yaml
 
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, param
+from tabsafe.model import filter as flt
 from tabsafe.model.hierarchy import TOTAL, Hierarchy
+from tabsafe.model.microdata import FileSource, InnerCells, Microdata
 
 #: Refuse releases with more published cells than this (all tables together).
 MAX_CELLS = 20_000_000
@@ -133,14 +151,16 @@ class TableDef:
     Attributes:
         name: unique name used in the report.
         by: spanning variables (base or derived); empty for a single count.
-        where: conditions ANDed together, each ``variable -> allowed codes``.
+        where: the sub-population, a filter in tabsafe's filter language (text, a parsed filter,
+            a mapping ``{variable: [codes]}`` or a list of these, which are ANDed; see the
+            module docstring for the filters the box method audits).
         margins: publish totals and hierarchy subtotals (as :func:`tabsafe.tabulate` does).
         hierarchies: per spanning variable, a hierarchy whose leaves are its codes.
     """
 
     name: str
     by: tuple[str, ...] = ()
-    where: tuple[Mapping[str, tuple[Item, ...]], ...] = ()
+    where: flt.Filter | None = None
     margins: bool = True
     hierarchies: Mapping[str, Hierarchy] = field(default_factory=dict)
 
@@ -152,6 +172,16 @@ class TableDef:
         extra = sorted(set(self.hierarchies) - set(self.by))
         if extra:
             raise InputError(f"table {self.name!r}: hierarchy for {extra[0]!r}, which is not in 'by'")
+        object.__setattr__(self, "where", where_filter(self.where, f"table {self.name!r}: 'where'"))
+
+
+def _as_data(data: Any) -> Microdata | InnerCells:
+    """The spec's data as the engine reads it (a file name or a data frame means microdata)."""
+    if isinstance(data, Microdata | InnerCells):
+        return data
+    if isinstance(data, str | os.PathLike):
+        return Microdata.from_file(data)
+    return Microdata.from_frame(data)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -159,30 +189,32 @@ class DifferencingSpec:
     """A release to audit: the data, derived variables, tables, threshold and chain length.
 
     Attributes:
-        data: microdata file (``.csv``/``.parquet``), or inner cells with ``count``.
-        count: count column when ``data`` holds aggregated inner cells; None for microdata.
+        data: the microdata or inner cells (with their declared codelists, which fix the order
+            and domain of codes), as :func:`tabsafe.tabulate` reads them; a file name or a
+            data frame is taken as microdata.
         tables: the tables released together (at least one).
         derived: recoded variables by name.
-        codelists: declared base codelists (from ``meta:``), which fix order and domain.
         threshold: a sliver is small when ``0 < n < threshold`` (integer >= 1).
         max_order: longest chain of differences searched (1 = pairs only).
         source: where the spec came from (for messages).
+        files: the files the spec was read from besides the data (the spec, its meta and
+            hierarchy files): a command never writes over them.
     """
 
-    data: str | pd.DataFrame
+    data: Microdata | InnerCells
     tables: tuple[TableDef, ...]
-    count: str | None = None
     derived: Mapping[str, Derived] = field(default_factory=dict)
-    codelists: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
     threshold: int = 3
     max_order: int = 2
     source: str = "spec"
+    files: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "data", _as_data(self.data))
         if isinstance(self.threshold, bool) or not isinstance(self.threshold, int) or self.threshold < 1:
-            raise InputError(f"threshold must be an integer >= 1, got {self.threshold!r}", where=self.source)
+            raise InputError(f"'threshold' must be an integer >= 1, got {self.threshold!r}", where=self.source)
         if isinstance(self.max_order, bool) or not isinstance(self.max_order, int) or self.max_order < 1:
-            raise InputError(f"max_order must be an integer >= 1, got {self.max_order!r}", where=self.source)
+            raise InputError(f"'max_order' must be an integer >= 1, got {self.max_order!r}", where=self.source)
         if not self.tables:
             raise InputError("the spec lists no tables", where=self.source)
         names = [t.name for t in self.tables]
@@ -194,17 +226,29 @@ class DifferencingSpec:
                 raise InputError(f"derived variable {d.name!r} is built from another derived variable "
                                  f"{d.base!r}; recode from a base variable", where=self.source)
 
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        """Every file the audit reads: the spec's files and the data file."""
+        source = self.data.source
+        return self.files + ((source.path,) if isinstance(source, FileSource) else ())
+
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> DifferencingSpec:
         """Read a SPEC file (format in the module docstring); paths are relative to it."""
+        from tabsafe.io import load_yaml, read_meta
+
         path = Path(path)
         where = str(path)
         try:
-            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
+            raw = load_yaml(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise InputError("no such file", where=where) from None
+        except IsADirectoryError:
+            raise InputError("the spec is a folder, not a file", where=where) from None
         except OSError as exc:
             raise InputError(f"cannot read the spec: {exc.strerror}", where=where) from None
+        except UnicodeDecodeError:
+            raise InputError("the spec is not UTF-8 text", where=where) from None
         except yaml.YAMLError as exc:
             mark = getattr(exc, "problem_mark", None)
             at = f" (line {mark.line + 1})" if mark is not None else ""
@@ -234,21 +278,24 @@ class DifferencingSpec:
         data_path = (base / data) if not Path(data).is_absolute() else Path(data)
         if not data_path.is_file():
             raise InputError("no such data file", where=str(data_path))
-        codelists: dict[str, tuple[str, ...]] = {}
+        files = [where]
+        codelists: dict[str, Hierarchy] = {}
         if raw.get("meta") is not None:
-            from tabsafe.io import read_meta
-
             meta = raw["meta"]
             if not isinstance(meta, str):
                 raise InputError("'meta' must be a file name", where=where)
-            codelists = {k: h.leaves for k, h in read_meta(base / meta).items()}
+            codelists = read_meta(base / meta)
+            files.append(str(base / meta))
+        source = FileSource.of(data_path)
+        frame: Microdata | InnerCells = (InnerCells(source=source, count=count, codelists=codelists) if count
+                                         else Microdata(source=source, codelists=codelists))
         derived = _parse_derived(raw.get("derived"), where)
         tables_raw = raw.get("tables")
         if not isinstance(tables_raw, list) or not tables_raw:
             raise InputError("'tables' must be a non-empty list", where=where)
-        tables = tuple(_parse_table(t, i, base, where) for i, t in enumerate(tables_raw))
-        return cls(data=str(data_path), count=count, tables=tables, derived=derived, codelists=codelists,
-                   threshold=raw.get("threshold", 3), max_order=raw.get("max_order", 2), source=where)
+        tables = tuple(_parse_table(t, i, base, where, files) for i, t in enumerate(tables_raw))
+        return cls(data=frame, tables=tables, derived=derived, threshold=raw.get("threshold", 3),
+                   max_order=raw.get("max_order", 2), source=where, files=tuple(files))
 
 
 def _code(value: Any) -> str:
@@ -277,6 +324,47 @@ def _items(value: Any, where: str) -> tuple[Item, ...]:
     return tuple(out)
 
 
+def _number_value(x: float) -> flt.Value:
+    return flt.Value(_code(x))
+
+
+def _mapping_filter(mapping: Mapping[Any, Any], where: str) -> flt.Filter:
+    """``{variable: [codes or {min:, max:} ranges]}`` as ``variable in (codes) or a <= variable <= b``,
+    ANDed over the variables (the audit spec's mapping form of a filter)."""
+    parts: list[flt.Filter] = []
+    for var, value in mapping.items():
+        name = str(var)
+        items = _items(value, f"{where} {name!r}")
+        codes = [flt.Value(i) for i in items if isinstance(i, str)]
+        alts: list[flt.Filter] = [flt.In(name, tuple(codes))] if codes else []
+        for r in (i for i in items if isinstance(i, CodeRange)):
+            alts.append(flt.And((flt.Compare(name, ">=", _number_value(r.low)),
+                                 flt.Compare(name, "<=", _number_value(r.high)))))
+        parts.append(alts[0] if len(alts) == 1 else flt.Or(tuple(alts)))
+    return parts[0] if len(parts) == 1 else flt.And(tuple(parts))
+
+
+def where_filter(value: Any, where: str) -> flt.Filter | None:
+    """A table's ``where``: filter text, a parsed filter, a mapping, or a list of these (ANDed)."""
+    if value is None or isinstance(value, flt.In | flt.Compare | flt.Not | flt.And | flt.Or):
+        return value
+    items = list(value) if isinstance(value, list | tuple) else [value]
+    parts: list[flt.Filter] = []
+    for item in items:
+        if isinstance(item, str):
+            try:
+                parts.append(flt.parse(item))
+            except InputError as exc:
+                raise InputError(f"{where}: {exc.what}") from None
+        elif isinstance(item, Mapping) and item:
+            parts.append(_mapping_filter(item, where))
+        else:
+            raise InputError(f"{where} must be a filter text or map variables to allowed codes, got {item!r}")
+    if not parts:
+        return None
+    return parts[0] if len(parts) == 1 else flt.And(tuple(parts))
+
+
 def _parse_derived(raw: Any, where: str) -> dict[str, Derived]:
     if raw is None:
         return {}
@@ -299,7 +387,7 @@ def _parse_derived(raw: Any, where: str) -> dict[str, Derived]:
     return out
 
 
-def _parse_table(raw: Any, i: int, base: Path, where: str) -> TableDef:
+def _parse_table(raw: Any, i: int, base: Path, where: str, files: list[str]) -> TableDef:
     if not isinstance(raw, Mapping):
         raise InputError(f"tables[{i}] must be a mapping with 'name' and 'by'", where=where)
     allowed = {"name", "by", "where", "margins", "hierarchies"}
@@ -316,13 +404,6 @@ def _parse_table(raw: Any, i: int, base: Path, where: str) -> TableDef:
         by = [b.strip() for b in by.split(",") if b.strip()]
     if not isinstance(by, list) or not all(isinstance(b, str) for b in by):
         raise InputError(f"table {name!r}: 'by' must be a list of variable names", where=where)
-    conds_raw = raw.get("where") or []
-    conds_list = conds_raw if isinstance(conds_raw, list) else [conds_raw]
-    conds: list[Mapping[str, tuple[Item, ...]]] = []
-    for c in conds_list:
-        if not isinstance(c, Mapping) or not c:
-            raise InputError(f"table {name!r}: 'where' must map variables to allowed codes", where=where)
-        conds.append({str(k): _items(v, f"table {name!r} where {k!r}") for k, v in c.items()})
     margins = raw.get("margins", True)
     if not isinstance(margins, bool):
         raise InputError(f"table {name!r}: 'margins' must be true or false, got {margins!r}", where=where)
@@ -333,10 +414,11 @@ def _parse_table(raw: Any, i: int, base: Path, where: str) -> TableDef:
     for var, h in hier_raw.items():
         if isinstance(h, str):
             hierarchies[str(var)] = Hierarchy.from_file(base / h)
+            files.append(str(base / h))
         else:
             hierarchies[str(var)] = Hierarchy.from_tree(h, source=f"{where}: table {name!r} hierarchy {var!r}")
     try:
-        return TableDef(name=name, by=tuple(by), where=tuple(conds), margins=margins, hierarchies=hierarchies)
+        return TableDef(name=name, by=tuple(by), where=raw.get("where"), margins=margins, hierarchies=hierarchies)
     except InputError as exc:
         raise InputError(exc.what, where=where) from None
 
@@ -375,58 +457,7 @@ SLIVER_COLUMNS = ("order", "count", "small", "zero", "variable", "sliver", "tabl
                   "outer_count", "inner_count", "box")
 
 
-# --------------------------------------------------------------------------- reading counts
-
-
-def _read_counts(spec: DifferencingSpec, variables: Sequence[str]) -> pd.DataFrame:
-    """The data grouped by ``variables``: occurring combinations (codes as text) and ``n``."""
-    cols = list(variables) + ([spec.count] if spec.count else [])
-    if isinstance(spec.data, pd.DataFrame):
-        table = pa.Table.from_pandas(spec.data, preserve_index=False)
-        where = "data"
-    else:
-        where = spec.data
-        suffix = Path(spec.data).suffix.lower()
-        try:
-            if suffix == ".csv":
-                names = pacsv.open_csv(spec.data).schema.names
-                _check_columns(cols, names, spec)
-                types = {c: pa.string() for c in variables}
-                table = pacsv.read_csv(spec.data, convert_options=pacsv.ConvertOptions(
-                    include_columns=cols, column_types=types))
-            elif suffix in {".parquet", ".pq"}:
-                names = pq.read_schema(spec.data).names
-                _check_columns(cols, names, spec)
-                table = pq.read_table(spec.data, columns=cols)
-            else:
-                raise InputError(f"unknown data format {suffix or '(none)'!r}; use .csv or .parquet", where=where)
-        except (pa.ArrowInvalid, OSError) as exc:
-            raise InputError(f"cannot read the data: {str(exc).splitlines()[0]}", where=where) from None
-    _check_columns(cols, table.column_names, spec)
-    frame = table.select(cols).to_pandas()
-    for v in variables:
-        if frame[v].isna().any():
-            raise InputError(f"column {v!r} has missing values", where=where)
-        frame[v] = frame[v].map(_code) if frame[v].dtype != object else frame[v].astype(str)
-    if spec.count:
-        n = pd.to_numeric(frame[spec.count], errors="coerce")
-        if n.isna().any() or (n < 0).any() or (n != np.floor(n)).any():
-            raise InputError(f"count column {spec.count!r} must hold non-negative whole numbers", where=where)
-        frame["n"] = n.astype(np.int64)
-    else:
-        frame["n"] = np.int64(1)
-    if not variables:
-        return pd.DataFrame({"n": [int(frame["n"].sum())]})
-    return frame.groupby(list(variables), sort=False, observed=True)["n"].sum().reset_index()
-
-
-def _check_columns(cols: Sequence[str], names: Sequence[str], spec: DifferencingSpec) -> None:
-    missing = [c for c in cols if c not in names]
-    if missing and missing[0] == spec.count:
-        raise InputError(f"no count column {spec.count!r} in the data", where=str(spec.data))
-    if missing:
-        raise InputError(f"unknown variable {missing[0]!r}: not a column of the data, not derived",
-                         where=spec.source)
+# --------------------------------------------------------------------------- sets and boxes
 
 
 def _numeric(code: str) -> float | None:
@@ -437,24 +468,21 @@ def _numeric(code: str) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _order_codes(codes: Iterable[str]) -> list[str]:
-    """Numbers by value first, then text codes alphabetically (a stable domain order)."""
-    uniq = set(codes)
-    nums = sorted((c for c in uniq if _numeric(c) is not None), key=lambda c: (_numeric(c), c))
-    text = sorted(c for c in uniq if _numeric(c) is None)
-    return nums + text
-
-
-# --------------------------------------------------------------------------- sets and boxes
-
-
 class _Sets:
-    """The distinct sets of base codes of one base variable (bit masks), interned to ids."""
+    """The distinct sets of base codes of one base variable (bit masks), interned to ids.
 
-    def __init__(self, variable: str, domain: Sequence[str]) -> None:
+    ``domain`` is the variable's codelist in the engine's order; ``kind`` is its column's kind
+    (``"integer"``/``"number"``: codes are numbers and named codes match by value).
+    """
+
+    def __init__(self, variable: str, domain: Sequence[str], kind: str = "text") -> None:
         self.variable = variable
         self.domain = list(domain)
+        self.kind = kind
         self.index = {c: i for i, c in enumerate(self.domain)}
+        numbers = [_numeric(c) for c in self.domain]
+        self.numbers = np.array([np.nan if x is None else x for x in numbers], dtype=np.float64)
+        self.numeric = kind in {"integer", "number"}
         self.masks: list[np.ndarray] = []
         self.ids: dict[bytes, int] = {}
         self.labels: dict[int, str] = {}
@@ -471,19 +499,29 @@ class _Sets:
             self.labels[sid] = label
         return sid
 
+    def code_mask(self, code: str) -> np.ndarray | None:
+        """The codes equal to ``code``: by text, or by value on a numeric column (15 = 15.0)."""
+        i = self.index.get(code)
+        if i is not None:
+            mask = np.zeros(len(self.domain), dtype=bool)
+            mask[i] = True
+            return mask
+        x = _numeric(code) if self.numeric else None
+        if x is None:
+            return None
+        mask = self.numbers == x
+        return mask if mask.any() else None
+
     def mask_of(self, items: Sequence[Item], where: str) -> np.ndarray:
         mask = np.zeros(len(self.domain), dtype=bool)
         for item in items:
             if isinstance(item, CodeRange):
-                for c, i in self.index.items():
-                    x = _numeric(c)
-                    if x is not None and item.low <= x <= item.high:
-                        mask[i] = True
+                mask |= (self.numbers >= item.low) & (self.numbers <= item.high)
             else:
-                i = self.index.get(item)
-                if i is None:
+                hit = self.code_mask(item)
+                if hit is None:
                     raise InputError(f"{where}: {item!r} is not a code of {self.variable!r}")
-                mask[i] = True
+                mask |= hit
         return mask
 
     def matrix(self) -> sp.csr_matrix:
@@ -520,25 +558,17 @@ class _Dim:
     set_ids: list[int]
 
 
-def _domains(spec: DifferencingSpec, counts: pd.DataFrame, base_vars: Sequence[str]) -> dict[str, _Sets]:
-    """Each base variable's codes: its declared codelist (``meta:``), else the codes in the data.
+def _domains(spec: DifferencingSpec, variables: Sequence[str], codes: Sequence[Sequence[str]],
+             kinds: Sequence[str]) -> dict[str, _Sets]:
+    """Each base variable's codes as the engine orders them: its declared codelist (``meta:``),
+    else the codes in the data by :func:`~tabsafe.engines.planner.natural_key`.
 
     Codes named in recodes, filters and hierarchies must be among them, so a typo is an error;
     declare a codelist to name codes that have no records.
     """
     out: dict[str, _Sets] = {}
-    for v in base_vars:
-        declared = list(spec.codelists.get(v, ()))
-        seen = set(counts[v].unique()) if v in counts else set()
-        if declared:
-            outside = sorted(seen - set(declared))
-            if outside:
-                raise InputError(f"variable {v!r} has value {outside[0]!r}, not in its declared codelist",
-                                 where=spec.source)
-            domain = declared
-        else:
-            domain = _order_codes(seen)
-        out[v] = _Sets(v, domain)
+    for v, domain, kind in zip(variables, codes, kinds, strict=True):
+        out[v] = _Sets(v, domain, kind)
         # recode names describe sets better than lists of base codes, so they label first
         for d in spec.derived.values():
             if d.base == v:
@@ -548,6 +578,10 @@ def _domains(spec: DifferencingSpec, counts: pd.DataFrame, base_vars: Sequence[s
         for c in out[v].domain:
             out[v].intern(out[v].mask_of([c], spec.source), label=f"{v}={c}")
     return out
+
+
+def _base_name(spec: DifferencingSpec, var: str) -> str:
+    return spec.derived[var].base if var in spec.derived else var
 
 
 def _base_of(spec: DifferencingSpec, var: str, sets: Mapping[str, _Sets], where: str) -> str:
@@ -569,22 +603,110 @@ def _var_codes(spec: DifferencingSpec, var: str, sets: Mapping[str, _Sets], wher
     return {c: eye[i] for i, c in enumerate(s.domain)}
 
 
+# --------------------------------------------------------------------------- filters on base codes
+
+
+def _nnf(node: flt.Filter, negate: bool = False) -> flt.Filter:
+    """The filter with every ``not`` pushed down to a test (De Morgan), ``and``/``or`` flattened."""
+    if isinstance(node, flt.Not):
+        return _nnf(node.part, not negate)
+    if isinstance(node, flt.And | flt.Or):
+        parts = [_nnf(p, negate) for p in node.parts]
+        kind = type(node) if not negate else (flt.Or if isinstance(node, flt.And) else flt.And)
+        flat: list[flt.Filter] = []
+        for p in parts:
+            flat.extend(p.parts if isinstance(p, kind) else (p,))
+        return kind(tuple(flat))
+    return flt.Not(node) if negate else node
+
+
+#: A test's truth on each base code, as the engine's SQL has it: (true, false); neither = unknown.
+_Truth = tuple[np.ndarray, np.ndarray]
+
+
+def _truth(node: flt.Filter, test: Callable[[flt.In | flt.Compare], _Truth]) -> _Truth:
+    """Three-valued (SQL) logic over the base codes of one variable: an unknown stays unknown
+    under ``not``, so such codes are admitted neither by a test nor by its negation."""
+    if isinstance(node, flt.Not):
+        t, f = _truth(node.part, test)
+        return f, t
+    if isinstance(node, flt.And):
+        parts = [_truth(p, test) for p in node.parts]
+        return np.logical_and.reduce([t for t, _ in parts]), np.logical_or.reduce([f for _, f in parts])
+    if isinstance(node, flt.Or):
+        parts = [_truth(p, test) for p in node.parts]
+        return np.logical_or.reduce([t for t, _ in parts]), np.logical_and.reduce([f for _, f in parts])
+    return test(node)
+
+
+_ORDER = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
+
+
+def _test(spec: DifferencingSpec, sets: Mapping[str, _Sets], where: str) -> Callable[[flt.In | flt.Compare], _Truth]:
+    """One test (``v in (…)``, ``v op x``) on the base codes of ``v``'s base variable."""
+
+    def run(node: flt.In | flt.Compare) -> _Truth:
+        var = node.variable
+        base = _base_of(spec, var, sets, where)
+        s = sets[base]
+        if isinstance(node, flt.Compare) and node.op in _ORDER:
+            if var in spec.derived:
+                raise InputError(f"{where}: ({node.to_text()}) orders the codes of {var!r}, which are sets of "
+                                 f"{base!r} codes, not numbers: compare {base!r} instead")
+            x = node.value.number
+            if x is None:
+                what = "is numeric" if s.numeric else "holds codes, which have no order"
+                raise InputError(f"{where}: ({node.to_text()}): {var!r} {what}; compare it with a number")
+            known = ~np.isnan(s.numbers)
+            hit = _ORDER[node.op](np.where(known, s.numbers, 0.0), x)
+            return hit & known, ~hit & known
+        values = node.values if isinstance(node, flt.In) else (node.value,)
+        mask = np.zeros(len(s.domain), dtype=bool)
+        codes = _var_codes(spec, var, sets, where) if var in spec.derived else None
+        for v in values:
+            if codes is not None:
+                hit = codes.get(v.text)
+            else:
+                if s.numeric and v.number is None and _numeric(v.text) is None:
+                    raise InputError(f"{where}: {var!r} is numeric; {v.to_text()} is not a number")
+                hit = s.code_mask(v.text)
+            if hit is None:
+                raise InputError(f"{where}: {v.text!r} is not a code of {var!r}")
+            mask |= hit
+        negate = node.negate if isinstance(node, flt.In) else node.op == "!="
+        return (~mask, mask) if negate else (mask, ~mask)
+
+    return run
+
+
+def _filter_masks(spec: DifferencingSpec, node: flt.Filter | None, sets: Mapping[str, _Sets],
+                  where: str) -> dict[str, np.ndarray]:
+    """The filter as a box: per base variable it restricts, the base codes it admits.
+
+    Refuses, naming the part, a filter that is not an ``and`` of parts on one base variable
+    each (after ``not`` is pushed inwards): its admitted set is no box, and the box method
+    cannot difference it.
+    """
+    if node is None:
+        return {}
+    top = _nnf(node)
+    parts = top.parts if isinstance(top, flt.And) else (top,)
+    out: dict[str, np.ndarray] = {}
+    test = _test(spec, sets, where)
+    for part in parts:
+        bases = list(dict.fromkeys(_base_of(spec, v, sets, where) for v in part.variables))
+        if len(bases) > 1:
+            raise InputError(
+                f"{where}: the filter part ({part.to_text()}) ties {' and '.join(map(repr, bases))} together; the "
+                "audit needs an 'and' of conditions on one base variable each (write one table per box)")
+        admitted, _ = _truth(part, test)
+        out[bases[0]] = out[bases[0]] & admitted if bases[0] in out else admitted
+    return out
+
+
 def _table_dims(spec: DifferencingSpec, t: TableDef, sets: Mapping[str, _Sets]) -> tuple[list[_Dim], dict[str, np.ndarray]]:
     where = f"{spec.source}: table {t.name!r}"
-    filters: dict[str, np.ndarray] = {}
-    for cond in t.where:
-        for var, items in cond.items():
-            base = _base_of(spec, var, sets, where)
-            if var in spec.derived:
-                codes = _var_codes(spec, var, sets, where)
-                mask = np.zeros(len(sets[base].domain), dtype=bool)
-                for item in items:
-                    if not isinstance(item, str) or item not in codes:
-                        raise InputError(f"{where}: {item!r} is not a code of {var!r}")
-                    mask |= codes[item]
-            else:
-                mask = sets[base].mask_of(items, f"{where} where {var!r}")
-            filters[base] = filters.get(base, np.ones_like(mask)) & mask
+    filters = _filter_masks(spec, t.where, sets, where)
     dims: list[_Dim] = []
     bases_used: dict[str, str] = {}
     for var in t.by:
@@ -639,36 +761,45 @@ def _strict_subsets(overlaps: pd.DataFrame, sizes: np.ndarray) -> pd.DataFrame:
     return pd.DataFrame({"sa": a[keep], "sb": b[keep]})
 
 
-def audit(spec: DifferencingSpec, *, threshold: int | None = None) -> AuditResult:
+def audit(spec: DifferencingSpec, *, threshold: int | None = None, max_order: int | None = None,
+          engine: Any = "duckdb") -> AuditResult:
     """Find every new sliver the release determines by differencing nested cells (and chains).
 
     Source: seed 000 §5.2 (geographical, linking and sub-population/recoding differencing,
     Tables 5.4–5.13), seed 001 §1 (user-defined geographies from building blocks). See the
-    module docstring for the box model, what "new" means and which differences are searched.
+    module docstring for the box model, what "new" means, which filters and which differences
+    are searched.
 
     Args:
         spec: the release.
         threshold: overrides ``spec.threshold`` (small = ``0 < n < threshold``).
+        max_order: overrides ``spec.max_order`` (longest chain of differences; 1 = pairs only).
+        engine: the engine that reads the counts (a name, or an engine object), as for
+            :func:`tabsafe.tabulate`.
     """
+    from tabsafe.engines.planner import grouped_counts
+    from tabsafe.registry import get_engine
+
     t_small = spec.threshold if threshold is None else threshold
     if isinstance(t_small, bool) or not isinstance(t_small, int) or t_small < 1:
-        raise InputError(f"threshold must be an integer >= 1, got {t_small!r}")
+        raise InputError(f"{param('threshold')} must be an integer >= 1, got {t_small!r}")
+    orders = spec.max_order if max_order is None else max_order
+    if isinstance(orders, bool) or not isinstance(orders, int) or orders < 1:
+        raise InputError(f"{param('max_order')} must be an integer >= 1, got {orders!r}")
 
     # base variables: those the tables' variables and filters are built from
     base_vars: list[str] = []
     for t in spec.tables:
-        names = list(t.by) + [v for cond in t.where for v in cond]
-        for v in names:
-            b = spec.derived[v].base if v in spec.derived else v
+        for v in list(t.by) + list(t.where.variables if t.where is not None else ()):
+            b = _base_name(spec, v)
             if b not in base_vars:
                 base_vars.append(b)
-    counts = _read_counts(spec, base_vars)
-    sets = _domains(spec, counts, base_vars)
+    groups = grouped_counts(get_engine(engine), spec.data, base_vars)
+    sets = _domains(spec, groups.variables, groups.codes, groups.kinds)
     nvar = len(base_vars)
     col = {v: i for i, v in enumerate(base_vars)}
-    code_idx = np.column_stack([counts[v].map(sets[v].index).to_numpy(np.int64) for v in base_vars]) \
-        if nvar else np.zeros((len(counts), 0), np.int64)
-    weights = counts["n"].to_numpy(np.int64)
+    code_idx = groups.positions
+    weights = groups.counts
 
     # published cells: one box (row of set ids) per cell, with its count
     boxes_parts: list[np.ndarray] = []
@@ -720,7 +851,7 @@ def audit(spec: DifferencingSpec, *, threshold: int | None = None) -> AuditResul
     rows: list[dict[str, Any]] = []
     pairs_examined = 0
     redundant = 0
-    for rnd in range(spec.max_order):
+    for rnd in range(orders):
         new_rows: list[np.ndarray] = []
         new_meta: list[tuple[int, int, int, int, int]] = []  # (outer, inner, var, set of A, set of B)
         for v, j in col.items():
@@ -742,7 +873,7 @@ def audit(spec: DifferencingSpec, *, threshold: int | None = None) -> AuditResul
             if ab.empty:
                 continue
             pairs_examined += len(ab)
-            if rnd == spec.max_order - 1:
+            if rnd == orders - 1:
                 # last order: nothing chains on, so only the slivers worth reporting are kept
                 n_diff = pool_counts[ab["b"].to_numpy()] - pool_counts[ab["a"].to_numpy()]
                 ab = ab[n_diff < t_small]

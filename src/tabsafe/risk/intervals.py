@@ -196,7 +196,7 @@ class IntervalAudit:
     """The interval audit of a suppressed table.
 
     Attributes:
-        table: the audited table (its ``count`` column holds the true values).
+        table: the audited table, dense (its ``count`` column holds the true values).
         suppressed: mask of suppressed cells.
         lower, upper: the feasibility interval of each suppressed cell (NaN for published ones).
         required: the width each cell needs (0 where nothing is required).
@@ -217,14 +217,14 @@ class IntervalAudit:
 
     def to_frame(self) -> pd.DataFrame:
         """One row per suppressed cell: codes, true value, interval, width, required, narrow."""
-        rows = np.flatnonzero(self.suppressed)
-        frame = self.table.cells.iloc[rows][list(self.table.variables)].astype(str).reset_index(drop=True)
-        frame["count"] = self.table.counts[rows]
-        frame["lower"] = self.lower[rows]
-        frame["upper"] = self.upper[rows]
-        frame["width"] = self.upper[rows] - self.lower[rows]
-        frame["required"] = self.required[rows]
-        frame["narrow"] = self.narrow[rows]
+        rows = self.suppressed
+        t = self.table.take(rows).with_values(
+            lower=self.lower[rows], upper=self.upper[rows], width=self.upper[rows] - self.lower[rows],
+            required=self.required[rows], narrow=self.narrow[rows],
+        )
+        frame = t.select(["count", "lower", "upper", "width", "required", "narrow"]).to_frame()
+        for v in t.variables:
+            frame[v] = frame[v].astype(str)
         return frame
 
 
@@ -242,8 +242,8 @@ def interval_audit(
     METHODS.md §10.
 
     Args:
-        table: the table with its true ``count``.
-        suppressed: boolean mask of suppressed cells.
+        table: the table with its true ``count`` (densified: the audit is over the whole grid).
+        suppressed: boolean mask of suppressed cells, one per grid cell.
         required: interval width each cell needs (a number for all, or one per cell); cells with
             a positive requirement and a narrower interval are ``narrow``.
         lower: what an intruder knows as the least value of a suppressed cell (0, or 1 for a
@@ -254,15 +254,16 @@ def interval_audit(
     >>> from tabsafe import InnerCells, tabulate
     >>> inner = pd.DataFrame({"r": ["a", "a", "b", "b"], "c": ["x", "y", "x", "y"], "n": [1, 5, 4, 6]})
     >>> t = tabulate(InnerCells.from_frame(inner, count="n"), ["r", "c"])
-    >>> hidden = np.zeros(t.n_cells, dtype=bool); hidden[t.row_of({"r": "a", "c": "x"})] = True
+    >>> hidden = np.zeros(t.n_cells, dtype=bool); hidden[t.cell_id({"r": "a", "c": "x"})] = True
     >>> audit = interval_audit(t, hidden, required=1)
     >>> bool(audit.narrow.any())  # a lone suppressed cell is recomputed from its row total
     True
     """
+    table = table.densify()
     suppressed = np.asarray(suppressed, dtype=bool)
     if suppressed.shape != (table.n_cells,):
         raise InputError(f"suppression mask has {suppressed.size} entries, the table {table.n_cells} cells")
-    values = np.asarray(table.cells["count"].to_numpy(dtype=np.float64, na_value=np.nan))
+    values = np.asarray(table.counts, dtype=np.float64)
     if np.isnan(values).any():
         raise InputError("the interval audit needs the true counts; the table's count has missing values")
     req = np.broadcast_to(np.asarray(required, dtype=np.float64), (table.n_cells,)).copy()

@@ -1,8 +1,12 @@
 """Unsafe cells of a frequency table: threshold, extended (dominance) rules, coalitions, zeros.
 
 Each rule is a pure function of a :class:`~tabsafe.model.table.Table` that returns one boolean
-per cell (``True``: the rule flags the cell), so rules combine with ``|`` and feed primary
-suppression. The rules (METHODS.md §10):
+per *stored* cell of that table (``True``: the rule flags the cell), so rules combine with ``|``
+and feed primary suppression. Every rule but the zeros rule flags non-zero cells only, so it
+works on a sparse table as it stands (a margin that is not stored is zero). The zeros rule flags
+informative zeros, which are cells of the grid: it wants the dense table
+(:meth:`~tabsafe.model.table.Table.densify`), and :func:`assess` densifies for it. The rules
+(METHODS.md §10):
 
 * threshold rule ``0 < n < t`` (seed 000 §5.2, Table 5.1);
 * the extended threshold rules 1a/1b/2a/2b/3 of seed 003, for a target variable ``Y`` and the
@@ -27,15 +31,15 @@ suppression. The rules (METHODS.md §10):
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, param
 from tabsafe.model.table import Table
+from tabsafe.params import Int, Optional, Real, TextList, check_all, parameter, to_params
 
 __all__ = [
     "EXTENDED_RULES",
@@ -51,18 +55,8 @@ __all__ = [
 
 EXTENDED_RULES = ("1a", "1b", "2a", "2b", "3")
 
-
-def _check_number(name: str, value: float | None, *, low: float, high: float = math.inf,
-                  integer: bool = False) -> None:
-    if value is None:
-        return
-    ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
-    if ok and integer:
-        ok = float(value).is_integer()
-    if not ok or not (low <= float(value) <= high) or math.isnan(float(value)):
-        kind = "an integer" if integer else "a number"
-        upper = "" if high == math.inf else f" and <= {high:g}"
-        raise InputError(f"{name} must be {kind} >= {low:g}{upper}; got {value!r}")
+_COUNT = Optional(Real(min=0))
+_PERCENT = Optional(Real(min=0, max=100, min_open=True))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -75,26 +69,21 @@ class RuleThresholds:
         t_k_rel: rule 2a, ``100 f / f_k >= t_k_rel`` (a percentage in (0, 100]).
         t_y_rel: rule 2b, ``100 f / f_y >= t_y_rel``.
         t_min: rule 3, ``0 < f < t_min``.
-        t_min_k, t_min_y: rule 3 for the key and target margins (default: not checked beyond
-            ``t_min``, which already bounds them: a margin is at least the cell).
+        t_min_k: rule 3 for the key margin (default: not checked beyond ``t_min``, which already
+            bounds it: a margin is at least the cell).
+        t_min_y: rule 3 for the target margin.
     """
 
-    t_k_abs: float | None = None
-    t_y_abs: float | None = None
-    t_k_rel: float | None = None
-    t_y_rel: float | None = None
-    t_min: float | None = None
-    t_min_k: float | None = None
-    t_min_y: float | None = None
+    t_k_abs: float | None = parameter(None, check=_COUNT)
+    t_y_abs: float | None = parameter(None, check=_COUNT)
+    t_k_rel: float | None = parameter(None, check=_PERCENT)
+    t_y_rel: float | None = parameter(None, check=_PERCENT)
+    t_min: float | None = parameter(None, check=_COUNT)
+    t_min_k: float | None = parameter(None, check=_COUNT)
+    t_min_y: float | None = parameter(None, check=_COUNT)
 
     def __post_init__(self) -> None:
-        for name in ("t_k_abs", "t_y_abs", "t_min", "t_min_k", "t_min_y"):
-            _check_number(name, getattr(self, name), low=0)
-        for name in ("t_k_rel", "t_y_rel"):
-            value = getattr(self, name)
-            _check_number(name, value, low=0, high=100)
-            if value is not None and value <= 0:
-                raise InputError(f"{name} must be a percentage in (0, 100]; got {value!r}")
+        check_all(self)
 
     @classmethod
     def both_sides(
@@ -110,6 +99,10 @@ class RuleThresholds:
         >>> RuleThresholds.both_sides(t_abs=3, t_y_abs=2).t_k_abs, RuleThresholds.both_sides(t_abs=3, t_y_abs=2).t_y_abs
         (3, 2)
         """
+        # checked under the name the caller used, so an error names what was given
+        t_abs = _COUNT.check("t_abs", t_abs)
+        t_rel = _PERCENT.check("t_rel", t_rel)
+        t_min = _COUNT.check("t_min", t_min)
         values: dict[str, float | None] = {
             "t_k_abs": t_abs, "t_y_abs": t_abs, "t_k_rel": t_rel, "t_y_rel": t_rel, "t_min": t_min,
         }
@@ -133,7 +126,7 @@ class RuleThresholds:
 
 
 def _counts(table: Table) -> np.ndarray:
-    counts = np.asarray(table.cells["count"].to_numpy(dtype=np.float64, na_value=np.nan))
+    counts = np.asarray(table.counts, dtype=np.float64)
     if np.isnan(counts).any():
         raise InputError("risk rules need the original counts; the table's count has missing values")
     return counts
@@ -143,9 +136,9 @@ def _axes(table: Table, targets: Sequence[str] | None) -> list[int]:
     if targets is None:
         return list(range(len(table.dimensions)))
     if isinstance(targets, str):
-        raise InputError("targets must be a list of variable names, not one string")
+        raise InputError(f"{param('target')} must be a list of variable names, not one string")
     if not targets:
-        raise InputError("give at least one target variable")
+        raise InputError(f"give at least one {param('target')} variable")
     return [table.axis(v) for v in targets]
 
 
@@ -153,6 +146,14 @@ def _parent_positions(table: Table, axis: int) -> np.ndarray:
     """Per code position of ``axis``: its parent's position (the root maps to itself)."""
     h = table.dimensions[axis].hierarchy
     return np.array([h.position[h.parents[c]] if c != h.total else 0 for c in h.order], dtype=np.int64)
+
+
+def _lookup(table: Table, f: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """``f`` at the given grid ids: the stored value, 0 for a cell that is not stored."""
+    if table.is_dense:
+        return f[ids]
+    rows = table.rows_of(ids)
+    return np.where(rows >= 0, f[np.maximum(rows, 0)], 0.0)
 
 
 def threshold_rule(table: Table, min_freq: float) -> np.ndarray:
@@ -164,7 +165,7 @@ def threshold_rule(table: Table, min_freq: float) -> np.ndarray:
     >>> threshold_rule(t, 3).tolist()  # Total, f, m (codes sorted)
     [False, True, False]
     """
-    _check_number("min_freq", min_freq, low=0)
+    min_freq = Real(min=0).check("min_freq", min_freq)
     n = _counts(table)
     return (n > 0) & (n < min_freq)
 
@@ -172,7 +173,7 @@ def threshold_rule(table: Table, min_freq: float) -> np.ndarray:
 def extended_rules(
     table: Table, thresholds: RuleThresholds, *, targets: Sequence[str] | None = None
 ) -> dict[str, np.ndarray]:
-    """The extended threshold rules of seed 003 that ``thresholds`` switch on, per cell.
+    """The extended threshold rules of seed 003 that ``thresholds`` switch on, per stored cell.
 
     Each target variable is checked in turn (default: every spanning variable) and a cell is
     flagged by a rule when it is flagged for any target. Hierarchies are checked against the next
@@ -183,27 +184,27 @@ def extended_rules(
         switched on.
     """
     f = _counts(table)
-    out = {rule: np.zeros(table.n_cells, dtype=bool) for rule in thresholds.checked}
+    out = {rule: np.zeros(table.n_stored, dtype=bool) for rule in thresholds.checked}
     th = thresholds
     if "3" in out and th.t_min is not None:
         out["3"] |= (f > 0) & (f < th.t_min)
     nonzero = f > 0
-    positions = [table.positions(a) for a in range(len(table.dimensions))]
-    parents = [_parent_positions(table, a) for a in range(len(table.dimensions))]
-    strides = np.array(table.strides, dtype=np.int64)
-    rows = np.arange(table.n_cells, dtype=np.int64)
+    n_dims = len(table.dimensions)
+    positions = [table.positions(a).astype(np.int64) for a in range(n_dims)]
+    parents = [_parent_positions(table, a) for a in range(n_dims)]
+    strides = table.strides
+    ids = table.ids
     for a in _axes(table, targets):
         pos_a = positions[a]
         target_cell = nonzero & (pos_a != 0)
-        row_k = rows + (parents[a][pos_a] - pos_a) * strides[a]
-        f_k = f[row_k]
-        row_y = pos_a * strides[a]
-        key_nonroot = np.zeros(table.n_cells, dtype=bool)
-        for b in range(len(table.dimensions)):
+        f_k = _lookup(table, f, ids + (parents[a][pos_a] - pos_a) * strides[a])
+        id_y = pos_a * strides[a]
+        key_nonroot = np.zeros(table.n_stored, dtype=bool)
+        for b in range(n_dims):
             if b != a:
-                row_y = row_y + parents[b][positions[b]] * strides[b]
+                id_y = id_y + parents[b][positions[b]] * strides[b]
                 key_nonroot |= positions[b] != 0
-        f_y = f[row_y]
+        f_y = _lookup(table, f, id_y)
         on_y = target_cell & key_nonroot
         if th.t_k_abs is not None:
             out["1a"] |= target_cell & (f_k - f < th.t_k_abs)
@@ -220,18 +221,6 @@ def extended_rules(
     return out
 
 
-def _relation_pairs(table: Table, axes: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
-    """(aggregate row, child row) of every additive relation along the given axes."""
-    tot, kid = [], []
-    for rel in table.relations():
-        if rel.dimension in axes:
-            tot.append(np.repeat(rel.total_rows, np.diff(rel.child_ptr)))
-            kid.append(rel.child_rows)
-    if not tot:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(tot), np.concatenate(kid)
-
-
 def coalition_rule(table: Table, k: int, *, targets: Sequence[str] | None = None) -> np.ndarray:
     """Cells directly disclosive with reference to a ``k``-coalition (seed 000 §5.9).
 
@@ -239,12 +228,15 @@ def coalition_rule(table: Table, k: int, *, targets: Sequence[str] | None = None
     sensitive variable: ``targets``, default every spanning variable) has ``|p| - k <= |c|``: an
     attacker who knows ``k`` of the units of ``p`` can deduce that all others are in ``c``.
     """
-    _check_number("coalition k", k, low=0, integer=True)
+    k = Int(min=0).check("coalition", k)
     f = _counts(table)
-    parent, child = _relation_pairs(table, _axes(table, targets))
-    hit = (f[child] > 0) & (f[parent] - k <= f[child])
-    out = np.zeros(table.n_cells, dtype=bool)
-    out[child[hit]] = True
+    out = np.zeros(table.n_stored, dtype=bool)
+    for a in _axes(table, targets):
+        pos = table.positions(a).astype(np.int64)
+        child = (f > 0) & (pos != 0)  # the root has no parent along this variable
+        parent_ids = table.ids + (_parent_positions(table, a)[pos] - pos) * table.strides[a]
+        f_p = _lookup(table, f, parent_ids)
+        out |= child & (f_p - k <= f)
     return out
 
 
@@ -255,8 +247,13 @@ def zeros_rule(table: Table, *, max_categories: int = 1, targets: Sequence[str] 
     children (at least ``max_categories + 1`` of them) are all zero except at most
     ``max_categories`` flags all those children: the non-zero ones hold every unit of the row
     (Table 5.3: all married persons work full time) and the zeros tell what nobody in it is.
+
+    The informative zeros are cells of the grid, so ``table`` must store them all (a dense table:
+    :meth:`~tabsafe.model.table.Table.densify`).
     """
-    _check_number("max_categories", max_categories, low=1, integer=True)
+    max_categories = Int(min=1).check("zeros", max_categories)
+    if not table.is_dense:
+        raise InputError("the zeros rule flags zero cells: it needs the dense table (every grid cell stored)")
     f = _counts(table)
     out = np.zeros(table.n_cells, dtype=bool)
     axes = _axes(table, targets)
@@ -273,7 +270,7 @@ def zeros_rule(table: Table, *, max_categories: int = 1, targets: Sequence[str] 
 
 @dataclass(frozen=True, kw_only=True)
 class RiskRules:
-    """Which rules to check, with their parameters (``None`` or empty: not checked).
+    """Which rules to check, with their parameters (``None``: not checked).
 
     Attributes:
         min_freq: threshold rule ``0 < n < min_freq``.
@@ -291,15 +288,14 @@ class RiskRules:
     targets: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
-        _check_number("min_freq", self.min_freq, low=0)
-        _check_number("coalition", self.coalition, low=0, integer=True)
-        _check_number("zeros", self.zeros, low=1, integer=True)
+        if not isinstance(self.thresholds, RuleThresholds):
+            raise InputError(f"thresholds must be a RuleThresholds; got {type(self.thresholds).__name__}")
+        for name, check in (("min_freq", _COUNT), ("coalition", Optional(Int(min=0))), ("zeros", Optional(Int(min=1)))):
+            object.__setattr__(self, name, check.check(name, getattr(self, name)))
         if self.targets is not None:
             if isinstance(self.targets, str):
-                raise InputError(f"targets must be a list of variables; got the string {self.targets!r}")
-            object.__setattr__(self, "targets", tuple(self.targets))
-            if not self.targets:
-                raise InputError("targets, when given, must name at least one variable")
+                raise InputError(f"{param('target')} must be a list of variables; got the string {self.targets!r}")
+            object.__setattr__(self, "targets", TextList().check("target", tuple(self.targets)))
 
     @property
     def checked(self) -> tuple[str, ...]:
@@ -315,17 +311,23 @@ class RiskRules:
         return tuple(names)
 
     def params(self) -> dict[str, Any]:
-        th = self.thresholds
         return {
             "min_freq": self.min_freq, "coalition": self.coalition, "zeros": self.zeros,
             "targets": list(self.targets) if self.targets is not None else None,
-            **{k: getattr(th, k) for k in ("t_k_abs", "t_y_abs", "t_k_rel", "t_y_rel", "t_min", "t_min_k", "t_min_y")},
+            **to_params(self.thresholds),
         }
 
 
 @dataclass(frozen=True, eq=False)
 class RiskAssessment:
-    """The flags of each checked rule, per cell, and their union ``unsafe``."""
+    """The flags of each checked rule, per stored cell of ``table``, and their union ``unsafe``.
+
+    Attributes:
+        table: the assessed table (dense when the zeros rule was checked); the flags align with
+            its stored cells.
+        rules: the rules checked.
+        flags: rule name -> boolean mask.
+    """
 
     table: Table
     rules: RiskRules
@@ -333,16 +335,16 @@ class RiskAssessment:
 
     @property
     def unsafe(self) -> np.ndarray:
-        out = np.zeros(self.table.n_cells, dtype=bool)
+        out = np.zeros(self.table.n_stored, dtype=bool)
         for mask in self.flags.values():
             out |= mask
         return out
 
     def summary(self) -> dict[str, Any]:
-        """Counts and shares of flagged cells per rule (all cells and inner cells)."""
+        """Counts and shares of flagged cells per rule (all grid cells and inner cells)."""
         n = self.table.n_cells
         inner = self.table.leaf_mask
-        n_inner = int(inner.sum())
+        n_inner = int(np.prod([len(d.hierarchy.leaves) for d in self.table.dimensions], dtype=np.int64))
 
         def entry(mask: np.ndarray) -> dict[str, Any]:
             return {
@@ -358,18 +360,24 @@ class RiskAssessment:
             "params": self.rules.params(),
         }
 
+    def to_table(self) -> Table:
+        """The assessed cells with ``count``, one boolean column per rule and ``unsafe`` (original
+        counts: an evaluation output)."""
+        return self.table.select(["count"]).with_values(**dict(self.flags), unsafe=self.unsafe)
+
     def to_frame(self) -> Any:
-        """Spanning variables, ``count``, one boolean column per rule, ``unsafe``."""
-        frame = self.table.cells[list(self.table.variables)].astype(str).reset_index(drop=True)
-        frame["count"] = self.table.counts.astype(np.int64)
-        for name, mask in self.flags.items():
-            frame[name] = mask
-        frame["unsafe"] = self.unsafe
+        """:meth:`to_table` as a pandas frame (codes as strings)."""
+        frame = self.to_table().to_frame()
+        for v in self.table.variables:
+            frame[v] = frame[v].astype(str)
         return frame
 
 
 def assess(table: Table, rules: RiskRules) -> RiskAssessment:
     """Run every rule ``rules`` switches on (METHODS.md §10); see the module docstring.
+
+    The zeros rule flags zero cells, so with it the table is densified first (behind the dense
+    size guard); the other rules work on the stored cells.
 
     >>> import pandas as pd
     >>> from tabsafe import InnerCells, tabulate
@@ -381,8 +389,12 @@ def assess(table: Table, rules: RiskRules) -> RiskAssessment:
     2
     """
     if not rules.checked:
-        raise InputError("no rule chosen: give a threshold, extended-rule thresholds, a coalition or zeros")
+        raise InputError(f"no rule chosen: give {param('min_freq')}, extended-rule thresholds "
+                         f"({param('t_abs')}, {param('t_rel')}, {param('t_min')}), {param('coalition')} "
+                         f"or {param('zeros')}")
     _axes(table, rules.targets)  # an unknown target fails whichever rules use it
+    if rules.zeros is not None:
+        table = table.densify()
     flags: dict[str, np.ndarray] = {}
     if rules.min_freq is not None:
         flags["threshold"] = threshold_rule(table, rules.min_freq)

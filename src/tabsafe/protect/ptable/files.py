@@ -1,0 +1,188 @@
+"""P-table files: the tabsafe CSV layout and the tau-ARGUS text layout (METHODS.md §2).
+
+* tabsafe CSV: a header ``i,j,p,v,p_int_lb,p_int_ub`` and one ``,``-separated line per row.
+* tau-ARGUS: the text file R ``ptable::pt_export(..., SDCtool = "TauArgus")`` writes: a header
+  ``i;j;p;v;p_int_ub`` and one ``;``-separated line per row (R pads numbers with spaces; the
+  "SAS" variant adds ``p_int_lb`` before ``p_int_ub``; a ``type`` column must say ``all``).
+  ``p_int_lb`` is rebuilt as the previous row's ``p_int_ub`` within each ``i``.
+
+Reading tells the layouts apart by the header line (a ``;`` in it means tau-ARGUS) and uses the
+standard ``csv`` module — p-tables have a few hundred rows, and no frame library is needed. Both
+layouts are text: a p-table file is named ``.csv`` or ``.txt``, whichever layout it holds.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tabsafe.errors import InputError, param
+from tabsafe.protect.ptable.table import COLUMNS, PTable, numeric_column, row_labels
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.io import Outputs
+
+__all__ = ["LAYOUTS", "SUFFIXES", "TAU_ARGUS_COLUMNS", "check_ptable_path", "ptable_text", "read_ptable",
+           "write_ptable"]
+
+LAYOUTS: tuple[str, ...] = ("csv", "tau-argus")
+SUFFIXES: tuple[str, ...] = (".csv", ".txt")
+TAU_ARGUS_COLUMNS: tuple[str, ...] = ("i", "j", "p", "v", "p_int_ub")
+_SEPARATOR = {"csv": ",", "tau-argus": ";"}
+
+
+def _layout(layout: str) -> str:
+    if layout not in LAYOUTS:
+        raise InputError(f"{param('format')} must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+    return layout
+
+
+def check_ptable_path(path: str | os.PathLike[str], *, option: str = "out") -> Path:
+    """A p-table is written as text: refuse any name but ``.csv`` or ``.txt`` (a ``.parquet``
+    name would get CSV text inside)."""
+    target = Path(path)
+    suffix = target.suffix.lower()
+    if suffix not in SUFFIXES:
+        raise InputError(
+            f"a p-table is a text file: give {param(option)} a .csv or .txt name (either layout); "
+            f"got {suffix or 'no extension'}",
+            where=str(target),
+        )
+    return target
+
+
+# --------------------------------------------------------------------------------------------
+# writing
+
+
+def _num(x: float) -> str:
+    # repr is the shortest text that reads back as the same float
+    return repr(float(x))
+
+
+def ptable_text(ptable: PTable, layout: str = "csv") -> str:
+    """The file content of ``ptable`` in ``layout`` (``csv`` or ``tau-argus``)."""
+    layout = _layout(layout)
+    c = {name: ptable.column(name).tolist() for name in COLUMNS}
+    if layout == "csv":
+        lines = [",".join(COLUMNS)]
+        lines += [f"{c['i'][k]},{c['j'][k]},{_num(c['p'][k])},{c['v'][k]},{_num(c['p_int_lb'][k])},"
+                  f"{_num(c['p_int_ub'][k])}" for k in range(ptable.n_rows)]
+    else:
+        lines = [";".join(TAU_ARGUS_COLUMNS)]
+        lines += [f"{c['i'][k]};{c['j'][k]};{_num(c['p'][k])};{c['v'][k]};{_num(c['p_int_ub'][k])}"
+                  for k in range(ptable.n_rows)]
+    return "\n".join(lines) + "\n"
+
+
+def write_ptable(ptable: PTable, path: str | os.PathLike[str], *, layout: str = "csv",
+                 outputs: Outputs | None = None) -> Path:
+    """Write ``ptable`` in ``layout`` to ``path`` (``.csv`` or ``.txt``).
+
+    With ``outputs`` the file joins that transaction (``path`` must have been planned there);
+    without, it is written on its own, atomically.
+    """
+    target = check_ptable_path(path)
+    text = ptable_text(ptable, layout)
+    if outputs is not None:
+        outputs.write_text(target, text)
+        return target
+    from tabsafe.io import atomic_path
+
+    with atomic_path(target) as tmp:
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+    return target
+
+
+# --------------------------------------------------------------------------------------------
+# reading
+
+
+def _cannot_parse(source: str, why: str) -> InputError:
+    return InputError(f"cannot parse the file: {why}", where=source)
+
+
+def _read_text(path: str | os.PathLike[str], source: str) -> str:
+    if not Path(path).is_file():
+        raise InputError("file not found", where=source)
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            return fh.read()
+    except UnicodeDecodeError:
+        raise _cannot_parse(source, "not UTF-8 text") from None
+    except OSError as exc:
+        raise InputError(f"cannot read the p-table: {exc.strerror}", where=source) from None
+
+
+def _split(text: str, sep: str, source: str) -> dict[str, list[str]]:
+    """Header and rows of a delimited text, as column name -> texts (blank lines skipped)."""
+    try:
+        records = [[f.strip() for f in rec] for rec in csv.reader(text.splitlines(), delimiter=sep)]
+    except csv.Error as exc:
+        raise _cannot_parse(source, str(exc)) from None
+    numbered = [(n, rec) for n, rec in enumerate(records, start=1) if any(rec)]
+    if not numbered:
+        raise _cannot_parse(source, "it is empty")
+    header = numbered[0][1]
+    if len(set(header)) != len(header):
+        raise _cannot_parse(source, "the header names a column twice")
+    columns: dict[str, list[str]] = {name: [] for name in header}
+    for line, rec in numbered[1:]:
+        if len(rec) != len(header):
+            raise _cannot_parse(source, f"line {line} has {len(rec)} fields, the header {len(header)}")
+        for name, value in zip(header, rec):
+            columns[name].append(value)
+    return columns
+
+
+def _layout_of(text: str) -> str:
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return "tau-argus" if ";" in first else "csv"
+
+
+def read_ptable(path: str | os.PathLike[str], *, layout: str | None = None) -> PTable:
+    """Read a p-table file; ``layout`` None tells the layouts apart by the header.
+
+    Raises:
+        InputError: the file is missing, unreadable or malformed, or its rows are not a p-table
+            (naming the file and the row).
+    """
+    source = str(path)
+    text = _read_text(path, source)
+    layout = _layout_of(text) if layout is None else _layout(layout)
+    columns = _split(text, _SEPARATOR[layout], source)
+    if layout == "csv":
+        return PTable.from_columns(columns, source=source)
+    return PTable.from_columns(_from_tau_argus(columns, source), source=source)
+
+
+def _from_tau_argus(columns: dict[str, list[str]], source: str) -> dict[str, object]:
+    missing = [c for c in TAU_ARGUS_COLUMNS if c not in columns]
+    if missing:
+        raise InputError(f"missing column(s) {', '.join(missing)}; the tau-ARGUS layout needs "
+                         f"{';'.join(TAU_ARGUS_COLUMNS)}", where=source)
+    if "type" in columns:
+        kinds = sorted(set(columns["type"]))
+        if set(kinds) - {"all"}:
+            raise InputError(f"column type must be 'all' for a count p-table; got {kinds}", where=source)
+    out: dict[str, object] = {c: columns[c] for c in COLUMNS if c in columns}
+    if "p_int_lb" not in columns and columns["i"]:
+        i_text = row_labels(columns["i"])
+        i = numeric_column("i", columns["i"], i_text, source)
+        j = numeric_column("j", columns["j"], i_text, source)
+        ub = numeric_column("p_int_ub", columns["p_int_ub"], i_text, source)
+        # each row's interval starts where the previous target's ends, within one i
+        order = np.lexsort((j, i))
+        lb_sorted = np.zeros(i.size)
+        same = i[order][1:] == i[order][:-1]
+        lb_sorted[1:][same] = ub[order][:-1][same]
+        lb = np.empty(i.size)
+        lb[order] = lb_sorted
+        out["p_int_lb"] = lb
+    elif "p_int_lb" not in columns:
+        out["p_int_lb"] = []
+    return out

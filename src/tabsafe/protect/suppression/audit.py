@@ -1,0 +1,102 @@
+"""The fast mode: elimination, then the interval audit and its repair, until the audit passes.
+
+Every pattern the elimination (:mod:`.elimination`) proposes is audited by linear programming
+(:func:`tabsafe.risk.intervals.feasibility_intervals`, seed 000 §5.3: what an intruder can
+compute about each primary cell from the published ones, the relations and the known least
+values). A primary cell whose interval is narrower than its protection gets one more suppressed
+cell among the published cells that hold its bound (cells with room to move first), and the
+elimination runs again with the added cells hidden from the start, until the audit passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tabsafe.errors import MethodError, Reason
+from tabsafe.protect.suppression.elimination import gauss
+from tabsafe.protect.suppression.problem import Problem
+from tabsafe.risk.intervals import Intervals, feasibility_intervals
+
+__all__ = ["Audit", "audit", "fast"]
+
+_LP_TOL = 1e-7
+
+#: audit-and-repair rounds before the fast mode gives up
+MAX_ROUNDS = 500
+
+
+@dataclass(frozen=True, eq=False)
+class Audit:
+    """The interval audit of a pattern.
+
+    Attributes:
+        intervals: the feasibility intervals (of the primary cells; inner bounds where they were
+            certified wide enough) and, for narrow ones, the published cells holding the bound.
+        narrow: primary cells whose interval is narrower than required.
+    """
+
+    intervals: Intervals
+    narrow: np.ndarray
+
+    @property
+    def passed(self) -> bool:
+        return not self.narrow.any()
+
+
+def audit(problem: Problem, suppressed: np.ndarray) -> Audit:
+    """The interval LPs of the primary cells under the pattern ``suppressed``."""
+    res = feasibility_intervals(
+        problem.A, problem.values, suppressed, lower=problem.lower, targets=problem.primary,
+        required=problem.required, certify=True,
+    )
+    width = res.upper - res.lower
+    narrow = problem.primary & (width < problem.required - _LP_TOL)
+    return Audit(res, narrow)
+
+
+def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit) -> np.ndarray:
+    """For each too-narrow primary cell, the cheapest published cell that may loosen it."""
+    A, AT = problem.A, problem.AT
+    allowed = problem.candidates & ~suppressed
+    slack = np.nan_to_num(problem.values, nan=0.0) - problem.lower > 0
+    add = np.zeros(problem.n_cells, dtype=bool)
+    holders = result.intervals.holders
+    for p in np.flatnonzero(result.narrow).tolist():
+        pool = np.asarray(holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
+        pool = pool[allowed[pool]] if pool.size else pool
+        if pool.size == 0:  # no dual information: the published neighbours of p
+            rels = AT[p].indices
+            pool = np.unique(A[rels].indices) if rels.size else np.zeros(0, dtype=np.int64)
+            pool = pool[allowed[pool]]
+        if pool.size == 0:
+            raise MethodError(
+                f"primary cell {problem.name(p)} cannot be protected: every cell that could hide it is "
+                "published by force (zeros never suppressed?)", reason=Reason.INFEASIBLE,
+            )
+        key = np.lexsort((pool, problem.cost[pool], ~slack[pool]))
+        add[pool[key[0]]] = True
+    return add
+
+
+def fast(problem: Problem, *, hidden_first: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+    """The Gaussian-elimination heuristic with audit-and-repair rounds (module docstring).
+
+    ``hidden_first`` are candidates hidden from the start (the optimal mode completes the
+    patterns of its integer programs this way).
+
+    Returns:
+        the suppressed cells (primary, hidden and secondary) and the number of rounds.
+    """
+    n = problem.n_cells
+    extra = np.zeros(n, dtype=bool) if hidden_first is None else hidden_first & problem.candidates
+    for rounds in range(1, MAX_ROUNDS + 1):
+        secondary = gauss(problem, extra)
+        suppressed = problem.primary | problem.hidden | extra | secondary
+        result = audit(problem, suppressed)
+        if result.passed:
+            return suppressed, rounds
+        extra = extra | _repair_cells(problem, suppressed, result)
+    raise MethodError(f"secondary suppression did not pass its interval audit within {MAX_ROUNDS} rounds",
+                      reason=Reason.WORK_LIMIT)

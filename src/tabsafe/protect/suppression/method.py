@@ -1,0 +1,193 @@
+"""Cell suppression as a registered method: ``suppress``.
+
+Primary cells by the risk rules (:mod:`.primary`), secondary cells by the fast heuristic or the
+optimal program (:mod:`.secondary`). The release holds ``count`` — missing where suppressed —
+and ``status`` (``published`` or ``suppressed``); which suppressed cells are primary is kept out
+of it (``reason``: ``published``/``primary``/``secondary`` is an evaluation column): a primary
+cell is known to be small, which would narrow its interval. For the same reason the report's
+publishable figures say how many cells are suppressed, not how many are primary, and nothing
+about their values (those are private figures).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from tabsafe.errors import InputError, param
+from tabsafe.method import Examples, Outcome, TableMethod
+from tabsafe.model.result import Protection, Release, Report
+from tabsafe.model.table import Table
+from tabsafe.params import Choice, Int, Optional, Real, TextList, parameter
+from tabsafe.protect.suppression.linked import joint_table
+from tabsafe.protect.suppression.primary import primary_suppression
+from tabsafe.protect.suppression.problem import Cost, Mode, Settings, ZeroPolicy
+from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression
+from tabsafe.risk.rules import RiskRules, RuleThresholds
+
+__all__ = ["CellSuppression", "suppression_columns"]
+
+_COUNT = Optional(Real(min=0))
+_PERCENT = Optional(Real(min=0, max=100, min_open=True))
+
+
+def suppression_columns(counts: np.ndarray, reason: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """The release columns (``count`` missing where suppressed, ``status``) and the evaluation
+    column (``reason``) of a pattern."""
+    suppressed = reason != "published"
+    released = np.where(suppressed, np.nan, np.asarray(counts, dtype=np.float64))
+    status = np.where(suppressed, "suppressed", "published").astype(object)
+    return {"count": released, "status": status}, {"reason": np.asarray(reason, dtype=object)}
+
+
+@dataclass(frozen=True, kw_only=True)
+class CellSuppression(TableMethod):
+    """Cell suppression: primary cells by the risk rules, secondary cells so that none can be recomputed.
+
+    Primary suppression (seed 000 §5.3) hides the cells the rules flag (METHODS.md §10; any rule
+    flags a cell). Secondary suppression hides further cells so that no primary cell can be
+    recomputed from the published cells and the table's additive relations, every hierarchy
+    level included: its feasibility interval by linear programming is at least
+    ``max(protection_level, protection_ratio * value)`` wide.
+
+    Attributes:
+        min_freq: threshold rule 0 < n < min_freq (0 or none: off).
+        t_abs: extended rules 1a and 1b of seed 003 (one threshold for both sides).
+        t_rel: extended rules 2a and 2b, a percentage.
+        t_min: extended rule 3.
+        t_k_abs: rule 1a alone (f_k - f < T).
+        t_y_abs: rule 1b alone (f_y - f < T).
+        t_k_rel: rule 2a alone (100 f / f_k >= T).
+        t_y_rel: rule 2b alone (100 f / f_y >= T).
+        target: target variables of the extended and coalition rules (repeat; default every
+            variable in turn).
+        coalition: directly disclosive cells for a k-coalition.
+        zeros: how zero cells are treated: never suppressed, safe (may be hidden as secondary cells) or
+            primary (informative zeros).
+        mode: secondary suppression by the fast heuristic or the optimal integer program.
+        cost: minimise the value suppressed (count) or the number of cells (cells).
+        protection_level: least interval width of a primary cell.
+        protection_ratio: least interval width as a share of the primary cell's value.
+        time_limit: seconds for the optimal mode.
+        mip_gap: relative gap at which the optimal mode stops.
+    """
+
+    name: ClassVar[str] = "suppress"
+
+    min_freq: float | None = parameter(3, check=_COUNT)
+    t_abs: float | None = parameter(None, check=_COUNT)
+    t_rel: float | None = parameter(None, check=_PERCENT)
+    t_min: float | None = parameter(None, check=_COUNT)
+    t_k_abs: float | None = parameter(None, check=_COUNT)
+    t_y_abs: float | None = parameter(None, check=_COUNT)
+    t_k_rel: float | None = parameter(None, check=_PERCENT)
+    t_y_rel: float | None = parameter(None, check=_PERCENT)
+    target: tuple[str, ...] | None = parameter(None, check=Optional(TextList(repeat=True, metavar="VAR")))
+    coalition: int | None = parameter(None, check=Optional(Int(min=0)))
+    zeros: ZeroPolicy = parameter(ZeroPolicy.NEVER, check=Choice(ZeroPolicy))
+    mode: Mode = parameter(Mode.FAST, check=Choice(Mode))
+    cost: Cost = parameter(Cost.COUNT, check=Choice(Cost))
+    protection_level: float = parameter(1.0, check=Real(min=0))
+    protection_ratio: float = parameter(0.0, check=Real(min=0, max=10))
+    time_limit: float = parameter(60.0, check=Real(min=0, min_open=True))
+    mip_gap: float = parameter(1e-4, check=Real(min=0, max=1))
+
+    def validate(self) -> None:
+        thresholds = RuleThresholds.both_sides(
+            t_abs=self.t_abs, t_rel=self.t_rel, t_min=self.t_min,
+            t_k_abs=self.t_k_abs, t_y_abs=self.t_y_abs, t_k_rel=self.t_k_rel, t_y_rel=self.t_y_rel,
+        )
+        # a threshold of 1 or less flags nothing: counts are whole numbers
+        threshold = self.min_freq if self.min_freq is not None and self.min_freq > 1 else None
+        rules = RiskRules(min_freq=threshold, thresholds=thresholds, coalition=self.coalition, targets=self.target)
+        if not rules.checked and self.zeros is not ZeroPolicy.PRIMARY:
+            given = (f"{param('min_freq')} {self.min_freq:g} flags no cell" if self.min_freq is not None
+                     else f"no {param('min_freq')}")
+            raise InputError(
+                f"no primary rule: {given} and no other rule is given, so nothing would be protected; give "
+                f"{param('min_freq')} 2 or more (e.g. 3), an extended rule ({param('t_abs')}, {param('t_rel')}, "
+                f"{param('t_min')}…), {param('coalition')} or {param('zeros')} primary"
+            )
+        object.__setattr__(self, "_rules", rules)
+        object.__setattr__(self, "_settings", Settings(
+            mode=self.mode, cost=self.cost, zeros=self.zeros, protection_level=self.protection_level,
+            protection_ratio=self.protection_ratio, time_limit=self.time_limit, mip_gap=self.mip_gap,
+        ))
+
+    @property
+    def rules(self) -> RiskRules:
+        """The primary rules these parameters switch on."""
+        return self._rules  # type: ignore[attr-defined]
+
+    @property
+    def settings(self) -> Settings:
+        """The secondary suppression settings."""
+        return self._settings  # type: ignore[attr-defined]
+
+    @classmethod
+    def examples(cls) -> Examples:
+        import pandas as pd
+
+        # few persons, so that the example table has small cells to protect
+        rng = np.random.default_rng(11)
+        n = 90
+        data = pd.DataFrame({
+            "area": rng.choice(["a1", "a2", "a3", "a4"], n, p=[0.4, 0.3, 0.2, 0.1]),
+            "sex": rng.choice(["1", "2"], n),
+            "age": rng.choice(["y", "m", "o"], n, p=[0.2, 0.5, 0.3]),
+        })
+        return Examples(
+            data=data,
+            typical=(
+                cls(min_freq=3),
+                cls(min_freq=3, t_abs=2, mode=Mode.OPTIMAL, cost=Cost.CELLS, time_limit=5),
+                cls(min_freq=4, zeros=ZeroPolicy.SAFE, protection_level=2, target=("sex",)),
+            ),
+            why_no_identity="suppression always hides what its rules flag, and rules that flag nothing are "
+                            "refused (they would protect nothing)",
+        )
+
+    def notes(self) -> tuple[str, ...]:
+        notes = ["the release shows which cells are suppressed, not why: primary cells are known to be small"]
+        if self.zeros is ZeroPolicy.NEVER:
+            notes.append("zeros are never suppressed, so the audit assumes an intruder knows every suppressed "
+                         "cell is at least 1 (this covers a singleton respondent's knowledge of its own cell)")
+        return tuple(notes)
+
+    def primary(self, table: Table) -> np.ndarray:
+        """The primary cells of ``table``'s grid."""
+        return primary_suppression(table, self.rules, zeros=self.zeros)
+
+    def apply(self, table: Table, seed: int | None) -> Outcome:
+        """Primary and secondary suppression of the whole grid (``seed`` unused: deterministic)."""
+        dense = table.densify()
+        result = secondary_suppression(dense, self.primary(dense), self.settings)
+        release, evaluation = suppression_columns(dense.counts, result.reason)
+        return Outcome(cells=dense, release=release, evaluation=evaluation, figures=result.figures,
+                       private=result.private, notes=self.notes())
+
+    def protect_linked(self, tables: Sequence[Table]) -> tuple[Protection, ...]:
+        """Suppress linked tables consistently, in the table of all their variables
+        (:mod:`.linked`): a cell shared by several tables is one cell. Primary cells are flagged
+        in each table by the rules and are primary everywhere."""
+        joint = joint_table(tables)
+        primary = np.zeros(joint.table.n_cells, dtype=bool)
+        for t, rows in zip(tables, joint.cells):
+            primary[rows] |= self.primary(t)
+        result = secondary_suppression(joint.table, primary, self.settings, hidden=joint.hidden)
+        return tuple(self._protection(t.densify(), result, rows, len(tables)) for t, rows in zip(tables, joint.cells))
+
+    def _protection(self, dense: Table, result: SuppressionResult, rows: np.ndarray, n_tables: int) -> Protection:
+        release, evaluation = suppression_columns(dense.counts, result.reason[rows])
+        meta = dict(dense.meta)
+        report = Report(method=self.name, params=self.params(), figures={**result.figures, "linked_tables": n_tables},
+                        private=result.private, notes=self.notes())
+        return Protection(
+            release=Release(Table(dense.dimensions, dense.ids, release, meta)),
+            evaluation=Table(dense.dimensions, dense.ids,
+                             {"count": dense.counts, "original": dense.counts, **evaluation}, meta),
+            report=report,
+        )

@@ -1,0 +1,118 @@
+"""Secondary suppression: hide more cells so that no primary cell can be recomputed.
+
+:func:`secondary_suppression` runs the chosen mode on a :class:`~.problem.Problem` — the fast
+heuristic (:mod:`.audit`, on :mod:`.elimination`) or the integer program started from it
+(:mod:`.optimal`) — and says what it did: publishable figures apart from private ones (anything derived from the original values of hidden cells: how many hidden
+cells are primary, the values suppressed, the objective and bound of the integer program).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tabsafe.model.table import Table
+from tabsafe.protect.suppression.audit import fast
+from tabsafe.protect.suppression.optimal import optimal
+from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
+
+__all__ = ["REASONS", "SuppressionResult", "secondary_suppression", "suppress_problem"]
+
+#: the values of the evaluation column ``reason``
+REASONS = ("published", "primary", "secondary", "hidden")
+
+
+@dataclass(frozen=True, eq=False)
+class SuppressionResult:
+    """A suppression pattern and what it took.
+
+    Attributes:
+        reason: per cell, ``"published"``, ``"primary"``, ``"secondary"`` or ``"hidden"`` (a cell
+            of a joint table that no released table contains).
+        figures: publishable figures (mode, cells, cells suppressed, rounds, seconds…).
+        private: figures that reveal original values (primary and secondary cells, values
+            suppressed, the integer program's objective, bound and gap).
+    """
+
+    reason: np.ndarray
+    figures: Mapping[str, Any] = field(default_factory=dict)
+    private: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def suppressed(self) -> np.ndarray:
+        return self.reason != "published"
+
+
+def suppress_problem(problem: Problem) -> SuppressionResult:
+    """Secondary suppression of a built :class:`Problem` (module docstring)."""
+    settings = problem.settings
+    start = time.perf_counter()
+    figures: dict[str, Any] = {"mode": settings.mode.value}
+    private: dict[str, Any] = {}
+    if not problem.primary.any():
+        suppressed = problem.hidden.copy()
+        figures["audit_rounds"] = 0
+        if settings.mode is Mode.OPTIMAL:
+            figures.update({"rounds": 0, "status": "optimal"})
+            private.update({"objective": 0.0, "lower_bound": 0.0, "gap": 0.0, "fast_secondary": 0})
+    else:
+        suppressed, rounds = fast(problem)
+        figures["audit_rounds"] = rounds
+        if settings.mode is Mode.OPTIMAL:
+            private["fast_secondary"] = int((suppressed & problem.candidates).sum())
+            remaining = max(0.0, settings.time_limit - (time.perf_counter() - start))
+            opt = optimal(problem, suppressed, time_limit=remaining)
+            suppressed = opt.suppressed
+            figures.update({"rounds": opt.rounds, "status": opt.status})
+            private.update({"objective": opt.objective, "lower_bound": opt.lower_bound, "gap": opt.gap})
+    reason = np.full(problem.n_cells, "published", dtype=object)
+    reason[suppressed & problem.candidates] = "secondary"
+    reason[problem.primary] = "primary"
+    reason[problem.hidden] = "hidden"
+    released = ~problem.hidden
+    vals = np.nan_to_num(problem.values)
+    secondary = reason == "secondary"
+    figures.update({
+        "cells": int(released.sum()),
+        "suppressed": int((suppressed & released).sum()),
+        "seconds": round(time.perf_counter() - start, 3),
+    })
+    private.update({
+        "primary": int(problem.primary.sum()),
+        "secondary": int(secondary.sum()),
+        "value_suppressed": int(vals[suppressed & released].sum()),
+        "secondary_value": int(vals[secondary].sum()),
+    })
+    return SuppressionResult(reason.astype(str), figures, private)
+
+
+def secondary_suppression(
+    table: Table | CellSystem,
+    primary: np.ndarray,
+    settings: Settings | None = None,
+    *,
+    hidden: np.ndarray | None = None,
+) -> SuppressionResult:
+    """Hide more cells so that no primary cell can be recomputed (seed 000 §5.3).
+
+    Args:
+        table: the table (true counts; its grid is the set of cells) or a :class:`CellSystem`.
+        primary: mask of primary cells, one per grid cell.
+        settings: mode, cost, zeros, required protection, limits (default :class:`Settings`).
+        hidden: cells no release contains (joint tables of linked releases).
+
+    >>> import pandas as pd
+    >>> from tabsafe import InnerCells, tabulate
+    >>> inner = pd.DataFrame({"r": list("aabb"), "c": list("xyxy"), "n": [1, 5, 4, 6]})
+    >>> t = tabulate(InnerCells.from_frame(inner, count="n"), ["r", "c"]).densify()
+    >>> res = secondary_suppression(t, t.counts == 1)
+    >>> int(res.suppressed.sum())  # the 1 and the three cells of its rectangle
+    4
+    """
+    settings = Settings() if settings is None else settings
+    system = table if isinstance(table, CellSystem) else CellSystem.of_table(table)
+    return suppress_problem(Problem.build(system, primary, settings, hidden=hidden))

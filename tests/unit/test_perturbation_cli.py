@@ -79,8 +79,10 @@ def test_weights_then_ckm_and_barnardisation(small_census, tmp_path: Path, capsy
     assert code == 0, err
     df = pd.read_csv(out, dtype={"region": str, "sex": str})
     grand = df[(df.region == "Total") & (df.sex == "Total")]
-    # the evaluation's originals are the weighted counts, not the number of persons
-    assert int(grand["original"].iloc[0]) != small_census.n_persons
+    # the release counts weighted records (further from the truth than the cell key method's
+    # noise of at most 3 can explain); the evaluation's originals are the true counts
+    assert abs(int(grand["count"].iloc[0]) - small_census.n_persons) > 3
+    assert int(grand["original"].iloc[0]) == small_census.n_persons
     b = tmp_path / "b.csv"
     code, _, err = cli(["protect", small_census.persons, "--by", "region,sex", "--method", "barnardisation",
                         "--p", 0.5, "--seed", 2, "--out", b], capsys)

@@ -63,23 +63,6 @@ def perturbation_weights(q: np.ndarray, u: np.ndarray) -> np.ndarray:
     return np.where(u < q, other, 1).astype(np.int64)
 
 
-def _records(microdata: Microdata) -> pa.Table:
-    """The records of a microdata source as one Arrow table."""
-    from tabsafe.model.microdata import ArrowSource
-
-    source = microdata.source
-    if isinstance(source, ArrowSource):
-        return source.table
-    if source.format == "parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(source.path)
-    import pyarrow.csv as pcsv
-
-    # codes stay text (e.g. "01"), as the engines read them
-    return pcsv.read_csv(source.path, convert_options=pcsv.ConvertOptions(strings_can_be_null=False))
-
-
 def _codes(column: pa.ChunkedArray) -> np.ndarray:
     """Integer codes of a column's distinct values (nulls are a value of their own)."""
     import pyarrow.compute as pc
@@ -152,7 +135,7 @@ class PerturbationWeights(MicrodataMethod):
 
     def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
         """Draw one weight per household within its stratum; every person gets it."""
-        records = _records(microdata)
+        records = microdata.read()
         names = records.column_names
         for col, option in [*((v, "strata") for v in self.strata), (self.household, "household")]:
             if col not in names:

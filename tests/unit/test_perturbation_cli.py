@@ -89,6 +89,26 @@ def test_weights_then_ckm_and_barnardisation(small_census, tmp_path: Path, capsy
     assert code == 0, err
 
 
+def test_weights_alone_publish_the_weighted_table(small_census, tmp_path: Path, capsys) -> None:
+    """A chain of microdata methods only publishes the table of the perturbed records."""
+    out = tmp_path / "w.csv"
+    code, stdout, err = cli(["protect", small_census.persons, "--by", "region,sex", "--method", "weights",
+                             "--seed", 3, "--keep-original", "--out", out], capsys)
+    assert code == 0, err
+    df = pd.read_csv(out, dtype={"region": str, "sex": str}).set_index(["region", "sex"])
+    assert df.loc[("Total", "Total"), "original"] == small_census.n_persons
+    assert df.loc[("Total", "Total"), "count"] != small_census.n_persons
+    assert df.loc[("Total", "Total"), "count"] == df.loc[("Total", "1"), "count"] + df.loc[("Total", "2"), "count"]
+    persons = pd.read_parquet(small_census.persons, columns=["household_id", "small_area", "household_size",
+                                                              "region"])
+    from tabsafe.protect.weights import PerturbationWeights
+    from tabsafe.pipeline import step_seeds
+
+    weighted = PerturbationWeights().perturb(ts.Microdata.from_frame(persons), seed=step_seeds(3, 1)[0])
+    frame = weighted.microdata.source.table.to_pandas()
+    assert df.loc[("R1", "Total"), "count"] == frame.loc[frame.region == "R1", "weight"].sum()
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

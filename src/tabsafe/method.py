@@ -122,13 +122,16 @@ class MicrodataOutcome:
     """What :meth:`MicrodataMethod.apply` returns.
 
     Attributes:
-        data: the perturbed records (same columns as the input).
+        data: the perturbed records (the input's columns, and any the method adds).
         evaluation: per-record evaluation columns (e.g. ``swapped``), or None.
+        weight: the column of ``data`` that tables now count by (whole-number record weights,
+            e.g. perturbation weights); None keeps the input's.
         figures, private, notes: as in :class:`Outcome`.
     """
 
     data: pa.Table
     evaluation: pa.Table | None = None
+    weight: str | None = None
     figures: Mapping[str, Any] = field(default_factory=dict)
     private: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -270,7 +273,8 @@ class MicrodataMethod(Method):
         report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
                         private=out.private, notes=out.notes)
         perturbed = Microdata.from_frame(out.data, name=f"{microdata.source.describe()} ({self.name})",
-                                         codelists=microdata.codelists, key=microdata.key)
+                                         codelists=microdata.codelists, key=microdata.key,
+                                         weight=out.weight or microdata.weight)
         return MicrodataProtection(microdata=perturbed, evaluation=out.evaluation, report=report)
 
     def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:

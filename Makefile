@@ -18,6 +18,7 @@ demo: $(STAMP)
 	$(BIN)/tabsafe demo --out demo-output
 
 test: $(STAMP)
+	sh scripts/ensure-chromium
 	$(BIN)/pytest -n 2 tests
 
 bench: $(STAMP)

@@ -27,6 +27,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "protect": ("tabsafe.cli.protect", "protect a table with registered methods (one, or a chain)"),
     "risk": ("tabsafe.cli.risk", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),
     "audit": ("tabsafe.cli.audit", "differencing audit of tables released together"),
+    "serve": ("tabsafe.cli.serve", "the table builder: HTTP API and web page, every table protected"),
+    "keys-admin": ("tabsafe.cli.keys_admin", "users and API keys of the table builder; its audit log"),
     "demo": ("tabsafe.cli.demo", "the main job end to end on synthetic data"),
 }
 

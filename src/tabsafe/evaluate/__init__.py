@@ -8,4 +8,10 @@ package.
 * :mod:`~tabsafe.evaluate.summary` — risk summaries of original tables (small cells, zeros).
 * :mod:`~tabsafe.evaluate.ptable_plot` — a p-table's noise distribution, one panel per original
   value (matplotlib, imported when a plot is drawn).
+* :func:`differencing_risk` — the probability that differencing two perturbed cells shows a small
+  difference exactly (seed 001 §1, §4).
 """
+
+from tabsafe.evaluate.differencing import difference_distribution, differencing_risk
+
+__all__ = ["difference_distribution", "differencing_risk"]

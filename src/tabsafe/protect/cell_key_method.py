@@ -14,6 +14,7 @@ magnitude over perturbed count (seed 000 §5.7, Tables 5.23/5.24), never over th
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
@@ -202,13 +203,10 @@ class CellKeyMethod(TableMethod):
         if shortfall:
             notes.append(shortfall)
         if self.magnitude:
-            from tabsafe.protect.ptable import PTableParams
-            from tabsafe.protect.ptable.maxent import generate_ptable
-
             col = f"sum_{self.magnitude}"
             values = table.column(col)
             mag = MagnitudeParams(
-                ptable=generate_ptable(PTableParams(max_noise=self.mag_max_noise, variance=self.mag_variance, js=0)),
+                ptable=_magnitude_ptable(self.mag_max_noise, self.mag_variance),
                 fp=float(self.flex_point),  # type: ignore[arg-type]
                 p_small=self.p_small, p_large=self.p_large, key_digits=self.key_digits,
             )
@@ -224,3 +222,13 @@ class CellKeyMethod(TableMethod):
             cells=table, release=release, evaluation=evaluation, figures=figures,
             notes=tuple(notes),
         )
+
+
+@lru_cache(maxsize=32)
+def _magnitude_ptable(max_noise: int, variance: float) -> PTable:
+    """The magnitude p-table (js = 0), generated once per parameters: a table builder protects
+    many tables with the same method, and generating is a maximum-entropy solve per row."""
+    from tabsafe.protect.ptable import PTableParams
+    from tabsafe.protect.ptable.maxent import generate_ptable
+
+    return generate_ptable(PTableParams(max_noise=max_noise, variance=variance, js=0))

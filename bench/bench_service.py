@@ -1,0 +1,202 @@
+"""Load test of the table builder (issue #17): 50 concurrent clients send 2,000 queries of
+3-variable tables over the 1.5M-person census, half of them distinct, to a real server
+(`tabsafe serve`, uvicorn, on loopback). Reports p50/p95/p99 latency, throughput, errors and
+the preparation time. Target: p95 under 250 ms on a 2-core machine.
+
+Run alone: ``python bench/run.py service`` (TABSAFE_BENCH_PERSONS, TABSAFE_BENCH_WORKERS,
+TABSAFE_BENCH_CLIENTS and TABSAFE_BENCH_QUERIES change the size)."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import queue
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+from common import OUT, census
+
+CLIENTS = int(os.environ.get("TABSAFE_BENCH_CLIENTS", "50"))
+QUERIES = int(os.environ.get("TABSAFE_BENCH_QUERIES", "2000"))
+WORKERS = int(os.environ.get("TABSAFE_BENCH_WORKERS", "2"))
+VARIABLES = ["sex", "age", "activity", "occupation", "education", "citizenship", "household_size"]
+
+
+def queries(n_distinct: int, areas: list[str], seed: int = 17) -> list[dict[str, Any]]:
+    """Distinct 3-variable tables: a mix of whole-population tables, tables of a user-defined
+    area (one to three areas joined), sub-populations and means."""
+    rng = np.random.default_rng(seed)
+    out: list[dict[str, Any]] = []
+    seen: set[str] = set()
+    while len(out) < n_distinct:
+        kind = rng.random()
+        if kind < 0.35:
+            names = list(rng.choice(VARIABLES, size=2, replace=False))
+            dims = [{"variable": "small_area", "level": 1}] + [{"variable": v} for v in names]
+        else:
+            dims = [{"variable": v} for v in rng.choice(VARIABLES, size=3, replace=False)]
+        for d in dims:
+            if d["variable"] == "age" and rng.random() < 0.5:
+                d["level"] = 1
+        q: dict[str, Any] = {"dimensions": dims}
+        if rng.random() < 0.4:
+            q["area"] = sorted(set(rng.choice(areas, size=int(rng.integers(1, 4)), replace=False).tolist()))
+        if rng.random() < 0.2:
+            q["where"] = f"age_year >= {int(rng.integers(15, 70))}"
+        if rng.random() < 0.1:
+            q["measure"], q["variable"] = "mean", "income"
+        text = json.dumps(q, sort_keys=True)
+        if text not in seen:
+            seen.add(text)
+            out.append(q)
+    return out
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run() -> dict[str, Any]:
+    data = census()
+    state = OUT / "service-state"
+    shutil.rmtree(state, ignore_errors=True)
+    state.mkdir(parents=True)
+    config = state / "service.yaml"
+    config.write_text(yaml.safe_dump({
+        "prepared": str(state / "prepared"), "store": str(state / "service.sqlite"), "workers": WORKERS,
+        "limits": {"rate_per_minute": 1_000_000, "quota_per_day": 1_000_000},
+    }))
+    cli = [sys.executable, "-m", "tabsafe.cli"]
+    t0 = time.perf_counter()
+    subprocess.run([*cli, "serve", "--data", str(data.directory), "--config", str(config), "--prepare"], check=True,
+                   capture_output=True)
+    prepare_s = time.perf_counter() - t0
+    key = subprocess.run([*cli, "keys-admin", "--data", str(data.directory), "--config", str(config), "add", "bench"],
+                         check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    meta = yaml.safe_load((data.directory / "meta.yaml").read_text())
+    areas = meta["variables"]["area"]["codes"]
+    distinct = queries(QUERIES // 2, areas)
+    order = np.random.default_rng(5).permutation(np.repeat(np.arange(len(distinct)), 2))[:QUERIES]
+    port = _free_port()
+    server = subprocess.Popen([*cli, "serve", "--data", str(data.directory), "--config", str(config), "--port",
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_up(port)
+        work: queue.Queue[int] = queue.Queue()
+        for i in order.tolist():
+            work.put(i)
+        latencies: list[float] = []
+        statuses: dict[int, int] = {}
+        errors: list[str] = []
+        lock = threading.Lock()
+
+        def client() -> None:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            headers = {"Content-Type": "application/json", "X-API-Key": key}
+            while True:
+                try:
+                    i = work.get_nowait()
+                except queue.Empty:
+                    break
+                body = json.dumps(distinct[i])
+                start = time.perf_counter()
+                try:
+                    conn.request("POST", "/api/v1/tables", body, headers)
+                    resp = conn.getresponse()
+                    resp.read()
+                    status = resp.status
+                except (OSError, http.client.HTTPException) as exc:
+                    conn.close()
+                    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+                    with lock:
+                        errors.append(type(exc).__name__)
+                    continue
+                elapsed = time.perf_counter() - start
+                with lock:
+                    latencies.append(elapsed)
+                    statuses[status] = statuses.get(status, 0) + 1
+            conn.close()
+
+        threads = [threading.Thread(target=client) for _ in range(CLIENTS)]
+        cpu0 = _cpu_seconds(server.pid)
+        load0 = os.getloadavg()[0]
+        t0 = time.perf_counter()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        wall = time.perf_counter() - t0
+        cpu = _cpu_seconds(server.pid) - cpu0
+        load1 = os.getloadavg()[0]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    lat = np.array(latencies) * 1000
+    failures = sum(v for k, v in statuses.items() if k >= 500) + len(errors)
+    return {
+        "persons": data.n_persons,
+        "workers": WORKERS,
+        "clients": CLIENTS,
+        "queries": len(latencies) + len(errors),
+        "distinct": len(distinct),
+        "prepare_s": round(prepare_s, 2),
+        "wall_s": round(wall, 2),
+        "throughput_qps": round(len(latencies) / wall, 1),
+        "latency_ms": {"p50": round(float(np.percentile(lat, 50)), 1), "p95": round(float(np.percentile(lat, 95)), 1),
+                       "p99": round(float(np.percentile(lat, 99)), 1), "max": round(float(lat.max()), 1)},
+        "statuses": {str(k): v for k, v in sorted(statuses.items())},
+        "errors": failures,
+        # the server's own CPU per query (its processes, both workers): what the machine must give
+        # it, whatever else runs; and the load average around the run (another job's share)
+        "server_cpu_ms_per_query": round(cpu / max(1, len(latencies)) * 1000, 2),
+        "load_average": [round(load0, 1), round(load1, 1)],
+        "target_p95_ms": 250,
+        "cpus": os.cpu_count(),
+    }
+
+
+def _cpu_seconds(root: int) -> float:
+    """User + system CPU time of a process and its children (uvicorn's workers), from /proc."""
+    total = 0.0
+    tick = os.sysconf("SC_CLK_TCK")
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid, ppid = int(stat.parent.name), int(fields[1])
+        if pid == root or ppid == root:
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def _wait_up(port: int, timeout: float = 120) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            conn.request("GET", "/api/v1/health")
+            if conn.getresponse().status == 200:
+                return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("the server did not start")
+
+
+if __name__ == "__main__":
+    print(json.dumps(run(), indent=2))

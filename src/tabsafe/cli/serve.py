@@ -1,0 +1,53 @@
+"""``tabsafe serve``: the table builder — an HTTP API and a web page that protect every table."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
+    parser.add_argument("--data", required=True, metavar="DIR",
+                        help="data folder: persons.parquet and meta.yaml (as `tabsafe synth` writes)")
+    parser.add_argument("--config", metavar="FILE", help="service settings (YAML): rules, methods, limits, store")
+    parser.add_argument("--host", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, help="port to listen on")
+    parser.add_argument("--workers", type=int, help="server processes (default 1)")
+    parser.add_argument("--prepare", action="store_true",
+                        help="prepare the records for serving (done once; also on first start) and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tabsafe.errors import InputError
+    from tabsafe.service.prepared import open_prepared, prepare
+    from tabsafe.service.settings import Settings
+
+    settings = Settings.load(data=args.data, config=args.config, host=args.host, port=args.port,
+                             workers=args.workers)
+    if args.prepare:
+        path = prepare(settings)
+        data = open_prepared(settings, prepare_if_missing=False)
+        print(f"prepared {data.n:,} records of {len(data.variables)} variables in {path}")
+        return 0
+    if args.port is None and (args.config is None or "port" not in settings.model_fields_set):
+        raise InputError("give the port to listen on (--port)")
+    import json
+    import os
+
+    import uvicorn
+
+    data = open_prepared(settings)
+    where = f"http://{settings.host}:{settings.port}/"
+    print(f"serving {data.n:,} records from {settings.data} at {where} "
+          f"(API keys {'required' if settings.auth else 'off'}; {settings.workers} worker(s))", flush=True)
+    common = {"host": settings.host, "port": settings.port, "log_level": "debug" if settings.debug else "warning",
+              "access_log": settings.access_log, "server_header": False}
+    if settings.workers == 1:
+        from tabsafe.service.app import create_app
+
+        uvicorn.run(create_app(settings, data=data), **common)
+    else:
+        from tabsafe.service.app import ENV
+
+        os.environ[ENV] = json.dumps(settings.model_dump(mode="json"))
+        uvicorn.run("tabsafe.service.app:app_from_environment", factory=True, workers=settings.workers, **common)
+    return 0

@@ -1,0 +1,264 @@
+"""Users, API keys and the audit log, in one SQLite file that survives restarts.
+
+* Keys are shown once, when made, as ``tsk_<id>_<secret>``; the store keeps the id and the
+  SHA-256 of the secret (a 256-bit random secret needs no slow hash), compares in constant time,
+  and never logs a key.
+* Per-key limits: queries per minute (rate) and per UTC day (quota), counted from the audit log
+  itself, so every server process and every restart sees the same counts.
+* The audit log is append-only: SQLite triggers abort any UPDATE or DELETE, and every row carries
+  the SHA-256 of the row before it and of itself (a hash chain), so a row edited outside the
+  service shows up in :meth:`Store.verify`. One row per query: who, when, the definition, the
+  cells, the rules applied, the outcome (answered, refused with the rule, invalid, unauthorised…).
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import hashlib
+import hmac
+import io
+import json
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tabsafe.errors import InputError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS users (
+    name TEXT PRIMARY KEY,
+    created TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS keys (
+    id TEXT PRIMARY KEY,
+    user TEXT NOT NULL REFERENCES users(name),
+    hash TEXT NOT NULL,
+    created TEXT NOT NULL,
+    revoked TEXT,
+    rate_per_minute INTEGER,
+    quota_per_day INTEGER,
+    note TEXT
+);
+CREATE TABLE IF NOT EXISTS audit (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    ts REAL NOT NULL,
+    at TEXT NOT NULL,
+    key_id TEXT,
+    user TEXT,
+    endpoint TEXT NOT NULL,
+    query TEXT,
+    status INTEGER NOT NULL,
+    outcome TEXT NOT NULL,
+    cells INTEGER,
+    rules TEXT,
+    reason TEXT,
+    prev TEXT NOT NULL,
+    hash TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS audit_key_ts ON audit(key_id, ts);
+CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
+    BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
+"""
+
+AUDIT_COLUMNS = ("seq", "at", "key_id", "user", "endpoint", "query", "status", "outcome", "cells", "rules",
+                 "reason", "prev", "hash")
+#: outcomes that do not count against a key's rate and quota
+NOT_COUNTED = ("rate-limited", "quota", "unauthorized", "forbidden")
+
+
+@dataclass(frozen=True)
+class Key:
+    """An API key as the store knows it (never the secret)."""
+
+    id: str
+    user: str
+    created: str
+    revoked: str | None
+    rate_per_minute: int | None
+    quota_per_day: int | None
+    note: str | None
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def _now() -> tuple[float, str]:
+    t = time.time()
+    return t, _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="milliseconds")
+
+
+def _digest(secret: str) -> str:
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def split_key(text: str) -> tuple[str, str] | None:
+    """``tsk_<id>_<secret>`` → (id, secret), or None when it is not shaped like a key."""
+    parts = text.strip().split("_", 2)
+    if len(parts) != 3 or parts[0] != "tsk" or len(parts[1]) != 12 or not parts[2]:
+        return None
+    return parts[1], parts[2]
+
+
+class Store:
+    """The SQLite store (module docstring); one connection per thread."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._local = threading.local()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._db().executescript(SCHEMA)
+        except sqlite3.Error as exc:
+            raise InputError(f"cannot open the service store: {exc}", where=str(self.path)) from None
+
+    def _db(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = sqlite3.connect(self.path, timeout=30, isolation_level=None, check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA busy_timeout=30000")
+            self._local.db = db
+        return db
+
+    class _Tx:
+        def __init__(self, db: sqlite3.Connection) -> None:
+            self.db = db
+
+        def __enter__(self) -> sqlite3.Connection:
+            self.db.execute("BEGIN IMMEDIATE")
+            return self.db
+
+        def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
+            self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+
+    def _tx(self) -> Store._Tx:
+        return Store._Tx(self._db())
+
+    # ------------------------------------------------------------------ users and keys
+    def add_key(self, user: str, *, rate_per_minute: int | None = None, quota_per_day: int | None = None,
+                note: str | None = None) -> tuple[str, Key]:
+        """A new key for ``user`` (the user is created if new); returns the key text — shown
+        once, never stored — and its record."""
+        user = " ".join(str(user).split())
+        if not user or len(user) > 100:
+            raise InputError("a user name has 1 to 100 characters")
+        for name, value in (("rate", rate_per_minute), ("quota", quota_per_day)):
+            if value is not None and value < 1:
+                raise InputError(f"the {name} must be at least 1; got {value}")
+        key_id = secrets.token_hex(6)
+        secret = secrets.token_urlsafe(32)
+        _, at = _now()
+        with self._tx() as db:
+            db.execute("INSERT OR IGNORE INTO users(name, created) VALUES (?, ?)", (user, at))
+            db.execute("INSERT INTO keys(id, user, hash, created, rate_per_minute, quota_per_day, note) "
+                       "VALUES (?, ?, ?, ?, ?, ?, ?)", (key_id, user, _digest(secret), at, rate_per_minute,
+                                                        quota_per_day, note))
+        return f"tsk_{key_id}_{secret}", self.key(key_id)  # type: ignore[return-value]
+
+    def key(self, key_id: str) -> Key | None:
+        row = self._db().execute("SELECT id, user, created, revoked, rate_per_minute, quota_per_day, note "
+                                 "FROM keys WHERE id = ?", (key_id,)).fetchone()
+        return Key(*row) if row else None
+
+    def keys(self) -> list[Key]:
+        rows = self._db().execute("SELECT id, user, created, revoked, rate_per_minute, quota_per_day, note "
+                                  "FROM keys ORDER BY created, id").fetchall()
+        return [Key(*r) for r in rows]
+
+    def revoke(self, key_id: str) -> Key:
+        _, at = _now()
+        with self._tx() as db:
+            cur = db.execute("UPDATE keys SET revoked = ? WHERE id = ? AND revoked IS NULL", (at, key_id))
+            if cur.rowcount == 0 and self.key(key_id) is None:
+                raise InputError(f"no key with id {key_id!r}")
+        return self.key(key_id)  # type: ignore[return-value]
+
+    def check(self, text: str) -> tuple[str, Key | None]:
+        """``("ok", key)``, ``("revoked", key)`` or ``("unknown", None)`` for a presented key."""
+        parts = split_key(text)
+        if parts is None:
+            return "unknown", None
+        key_id, secret = parts
+        row = self._db().execute("SELECT hash, id, user, created, revoked, rate_per_minute, quota_per_day, note "
+                                 "FROM keys WHERE id = ?", (key_id,)).fetchone()
+        # compare even when there is no such key, so timing tells nothing
+        stored = row[0] if row else _digest("no such key")
+        if not hmac.compare_digest(stored, _digest(secret)) or row is None:
+            return "unknown", None
+        key = Key(*row[1:])
+        return ("revoked" if key.revoked else "ok"), key
+
+    def usage(self, key_id: str) -> tuple[int, int, float]:
+        """Queries of a key in the last minute and this UTC day, and when the oldest query of the
+        last minute leaves the window (seconds)."""
+        t = time.time()
+        midnight = _dt.datetime.now(_dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
+        marks = ",".join("?" * len(NOT_COUNTED))
+        row = self._db().execute(
+            f"SELECT count(*) FILTER (WHERE ts > ?), count(*) FILTER (WHERE ts >= ?), min(ts) FILTER (WHERE ts > ?) "
+            f"FROM audit WHERE key_id = ? AND ts >= ? AND outcome NOT IN ({marks})",
+            (t - 60, midnight, t - 60, key_id, min(midnight, t - 60), *NOT_COUNTED)).fetchone()
+        oldest = row[2] if row[2] is not None else t
+        return int(row[0]), int(row[1]), max(0.0, oldest + 60 - t)
+
+    # ------------------------------------------------------------------ audit
+    def audit(self, *, key: Key | None, endpoint: str, query: Any, status: int, outcome: str,
+              cells: int | None = None, rules: Sequence[dict[str, Any]] | None = None,
+              reason: str | None = None) -> int:
+        """Append one row; returns its sequence number."""
+        ts, at = _now()
+        q = query if isinstance(query, str) or query is None else json.dumps(query, sort_keys=True)
+        if q is not None and len(q) > 20_000:
+            q = q[:20_000] + "…"
+        r = json.dumps(list(rules)) if rules is not None else None
+        values = [at, key.id if key else None, key.user if key else None, endpoint, q, status, outcome, cells, r,
+                  reason]
+        with self._tx() as db:
+            last = db.execute("SELECT hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+            prev = last[0] if last else "0" * 64
+            digest = hashlib.sha256((prev + json.dumps(values)).encode()).hexdigest()
+            cur = db.execute(
+                "INSERT INTO audit(ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, reason, "
+                "prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (ts, *values, prev, digest))
+            return int(cur.lastrowid or 0)
+
+    def audit_rows(self) -> Iterator[dict[str, Any]]:
+        cur = self._db().execute(f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit ORDER BY seq")
+        for row in cur:
+            yield dict(zip(AUDIT_COLUMNS, row))
+
+    def audit_count(self) -> int:
+        return int(self._db().execute("SELECT count(*) FROM audit").fetchone()[0])
+
+    def verify(self) -> int | None:
+        """The first row whose hash chain is broken, or None when the log is intact."""
+        prev = "0" * 64
+        for row in self.audit_rows():
+            values = [row[c] for c in AUDIT_COLUMNS[1:11]]
+            digest = hashlib.sha256((prev + json.dumps(values)).encode()).hexdigest()
+            if row["prev"] != prev or row["hash"] != digest:
+                return int(row["seq"])
+            prev = row["hash"]
+        return None
+
+    def export(self, fmt: str = "jsonl") -> str:
+        """The whole audit log as JSON lines or CSV."""
+        rows = list(self.audit_rows())
+        if fmt == "jsonl":
+            return "".join(json.dumps(r, sort_keys=True) + "\n" for r in rows)
+        if fmt == "csv":
+            buf = io.StringIO()
+            w = csv.DictWriter(buf, fieldnames=AUDIT_COLUMNS, lineterminator="\n")
+            w.writeheader()
+            w.writerows(rows)
+            return buf.getvalue()
+        raise InputError(f"audit export format must be jsonl or csv; got {fmt!r}")

@@ -1,0 +1,487 @@
+"""Run method settings on the same tables and measure every result (the evaluation report's data).
+
+For each setting (a method with its parameters, or a chain such as targeted swapping then the
+cell key method) the microdata steps run once on the records and every table is built from the
+perturbed records; table steps protect each table (:class:`tabsafe.pipeline.Chain`, the same
+steps and seeds as ``tabsafe protect --method A,B --seed S``). Each release is compared with the
+table of the unperturbed records: information loss (:mod:`tabsafe.evaluate.measures`), risk
+(:mod:`tabsafe.evaluate.risk`), and — for a method that states ``P(published | n)`` — the exact
+information gain and differencing risk (:mod:`tabsafe.evaluate.distribution`). An output-checker
+summary describes each release: what was applied, cells suppressed and perturbed, additivity, and
+the SHA-256 of the release file.
+
+The result, :class:`Evaluation`, holds measures and published values only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tabsafe.evaluate.config import EvaluationConfig, MeasureOptions, Setting, TableConfig
+
+__all__ = ["Evaluation", "Result", "SettingRun", "release_csv", "run_evaluation"]
+
+#: Noise histograms keep the values -NOISE_RANGE..NOISE_RANGE; beyond are two overflow bins.
+NOISE_RANGE = 10
+
+
+@dataclass(frozen=True)
+class Result:
+    """One setting on one table.
+
+    Attributes:
+        table: the table's name.
+        setting: the setting's label.
+        measures: utility and risk measures (plain data).
+        checker: the output-checker summary of the release.
+        noise: published − original over the inner cells: value → number of cells (values beyond
+            ±NOISE_RANGE in the bins ``"<"`` and ``">"``).
+        release_file: the release's file name.
+        release_bytes: the release as CSV (what ``--releases`` writes; its SHA-256 is in
+            ``checker``).
+    """
+
+    table: str
+    setting: str
+    measures: dict[str, Any]
+    checker: dict[str, Any]
+    noise: dict[str, int]
+    release_file: str
+    release_bytes: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SettingRun:
+    """What one setting ran: the seed used, each step's report, and method-level measures.
+
+    Attributes:
+        setting: the setting.
+        seed: the seed used (drawn when the setting had none and is random), or None.
+        step_seeds: the seed of each step (``tabsafe.pipeline.step_seeds``).
+        reports: per table, the report of its protection (as JSON, published figures only).
+        microdata_reports: the microdata steps' reports (as JSON, published figures only).
+        method_measures: information gain and differencing risk (from the cell distribution),
+            and the share of risky households left unswapped.
+    """
+
+    setting: Setting
+    seed: int | None
+    step_seeds: tuple[int | None, ...]
+    reports: dict[str, dict[str, Any]]
+    microdata_reports: tuple[dict[str, Any], ...]
+    method_measures: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """Every setting on every table, measured (see the module docstring).
+
+    Attributes:
+        title: the report's title.
+        data: the microdata file's name.
+        tables: per table: variables, rows, filter, hierarchy files, cells, and a risk summary of
+            the original (numbers of zero, one and two cells: aggregates).
+        runs: one per setting.
+        results: one per setting and table.
+        options: the measure options.
+        config: the configuration as plain data (enough to rerun).
+    """
+
+    title: str
+    data: str
+    tables: dict[str, dict[str, Any]]
+    runs: tuple[SettingRun, ...]
+    results: tuple[Result, ...]
+    options: MeasureOptions
+    config: dict[str, Any]
+
+    def result(self, table: str, setting: str) -> Result:
+        for r in self.results:
+            if r.table == table and r.setting == setting:
+                return r
+        raise KeyError((table, setting))
+
+    def to_json(self) -> dict[str, Any]:
+        """The measures as plain data (what ``measures.json`` holds)."""
+        from tabsafe import __version__
+
+        return {
+            "tabsafe": __version__,
+            "title": self.title,
+            "data": self.data,
+            "tables": self.tables,
+            "settings": [{**r.setting.to_json(), "seed": r.seed, "step_seeds": list(r.step_seeds),
+                          "method_measures": r.method_measures} for r in self.runs],
+            "results": [{"table": r.table, "setting": r.setting, "measures": r.measures, "checker": r.checker,
+                         "noise": r.noise} for r in self.results],
+            "config": self.config,
+        }
+
+    def to_csv(self) -> str:
+        """The measures in long form: ``table,setting,group,measure,value`` (one number a line)."""
+        import csv
+
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(["table", "setting", "group", "measure", "value"])
+        for r in self.results:
+            for group, name, value in _flatten(r.measures):
+                w.writerow([r.table, r.setting, group, name, value])
+        for run in self.runs:
+            for group, name, value in _flatten(run.method_measures):
+                w.writerow(["", run.setting.label, group, name, value])
+        return buf.getvalue()
+
+
+def _flatten(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str, Any]]:
+    out: list[tuple[str, str, Any]] = []
+    for key, value in data.items():
+        if isinstance(value, Mapping):
+            out += _flatten(value, f"{prefix}.{key}" if prefix else key)
+        elif isinstance(value, list):
+            for i, item in enumerate(value):
+                if isinstance(item, Mapping):
+                    name = item.get("table") or item.get("n") or i
+                    out += _flatten({k: v for k, v in item.items() if k != "table"}, f"{prefix}.{key}[{name}]")
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            group, _, name = (f"{prefix}.{key}" if prefix else key).rpartition(".")
+            out.append((group, name, value))
+    return out
+
+
+# ------------------------------------------------------------------------------------- records
+
+
+def _read_records(md: Any) -> Any:
+    """The records of a microdata source as one Arrow table."""
+    import pyarrow as pa
+
+    src = md.source
+    if hasattr(src, "table"):
+        return src.table
+    reader = getattr(md, "read", None)
+    if callable(reader):
+        return reader()
+    if src.format == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(src.path)
+    import pyarrow.csv as pacsv
+
+    with open(src.path, encoding="utf-8-sig") as f:
+        header = f.readline().strip().split(",")
+    return pacsv.read_csv(src.path, convert_options=pacsv.ConvertOptions(
+        column_types={h: pa.string() for h in header}, strings_can_be_null=True, null_values=[""]))
+
+
+def record_cells(records: Any, dimensions: Sequence[Any], where: Any = None) -> np.ndarray:
+    """Each record's inner cell of a table: the mixed-radix number of its leaf codes' places
+    (dimension order, the last varying fastest), or -1 for a record outside the table's
+    population (its filter) or with a code outside the codelist."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    n = records.num_rows
+    cell = np.zeros(n, dtype=np.int64)
+    ok = np.ones(n, dtype=bool)
+    for d in dimensions:
+        leaves = d.hierarchy.leaves
+        col = records.column(d.variable)
+        if not pa.types.is_string(col.type):
+            col = pc.cast(col, pa.string())
+        idx = pc.index_in(col, value_set=pa.array(list(leaves), type=pa.string()))
+        arr = np.asarray(pc.fill_null(idx, -1).to_numpy(zero_copy_only=False), dtype=np.int64)
+        ok &= arr >= 0
+        cell = cell * len(leaves) + np.maximum(arr, 0)
+    if where is not None:
+        from tabsafe.model.filter import coerce, evaluate
+
+        node = coerce(where, where="where")
+        if node is not None:
+            def column(name: str) -> Any:
+                c = records.column(name)
+                if pa.types.is_dictionary(c.type):
+                    c = c.cast(pa.string())
+                return c.to_numpy(zero_copy_only=False)
+
+            kinds = {}
+            for name in records.column_names:
+                t = records.schema.field(name).type
+                kinds[name] = ("integer" if pa.types.is_integer(t) else
+                               "number" if pa.types.is_floating(t) else "text")
+            ok &= np.asarray(evaluate(node, column, kinds), dtype=bool)
+    return np.where(ok, cell, -1)
+
+
+# ------------------------------------------------------------------------------------- releases
+
+
+def release_csv(release_table: Any) -> bytes:
+    """The release as the CSV file ``tabsafe protect --out FILE.csv`` writes (every grid cell
+    up to the auto limit, published columns only)."""
+    import pyarrow.csv as pacsv
+
+    from tabsafe.io import release_arrow
+    from tabsafe.model.result import Release
+
+    buf = io.BytesIO()
+    pacsv.write_csv(release_arrow(Release(release_table)), buf)
+    return buf.getvalue()
+
+
+def _noise_histogram(original: np.ndarray, published: np.ndarray) -> dict[str, int]:
+    d = np.rint(np.asarray(published, float) - np.asarray(original, float)).astype(np.int64).ravel()
+    out: dict[str, int] = {}
+    below, above = int((d < -NOISE_RANGE).sum()), int((d > NOISE_RANGE).sum())
+    if below:
+        out["<"] = below
+    values, counts = np.unique(d[(d >= -NOISE_RANGE) & (d <= NOISE_RANGE)], return_counts=True)
+    out.update({str(int(v)): int(c) for v, c in zip(values, counts)})
+    if above:
+        out[">"] = above
+    return out
+
+
+def _checker(setting: Setting, release: Any, original: Any, report: Mapping[str, Any],
+             data: bytes, file_name: str) -> dict[str, Any]:
+    """The output-checker summary of one release: what was applied, what it did to the cells,
+    and the checksum of the file."""
+    counts = np.asarray(release.grid("count"), dtype=float)
+    orig = np.asarray(original.grid("count"), dtype=float)
+    suppressed = np.isnan(counts)
+    perturbed = ~suppressed & (counts != orig)
+    try:
+        additive = bool(release.densify().is_additive()) if not suppressed.any() else None
+    except Exception:  # noqa: BLE001 - a grid too large for the additivity matrix is "not checked"
+        additive = None
+    steps = []
+    for m in setting.methods:
+        params = {k: v for k, v in m.params().items() if v is not None}
+        steps.append({"method": m.name, "kind": m.kind, "params": params})
+    return {
+        "applied": steps,
+        "notes": list(report.get("notes", [])),
+        "cells": int(counts.size),
+        "cells_suppressed": int(suppressed.sum()),
+        "cells_perturbed": int(perturbed.sum()),
+        "share_perturbed": float(perturbed.sum() / counts.size) if counts.size else 0.0,
+        "additive": additive,
+        "release_file": file_name,
+        "release_bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+
+
+# ------------------------------------------------------------------------------------- the run
+
+
+def _method_measures(setting: Setting, options: MeasureOptions, micro_reports: Sequence[Any]) -> dict[str, Any]:
+    from tabsafe.evaluate.distribution import cell_distribution, differenced_distribution, information_gain
+    from tabsafe.evaluate.risk import risky_unswapped
+
+    out: dict[str, Any] = {}
+    if len(setting.methods) == 1:
+        dist = cell_distribution(setting.methods[0])
+        if dist is not None:
+            m = setting.methods[0]
+            gain = information_gain(m, options.prior)
+            out["information_gain"] = {"value": gain["information_gain"], "prior": gain["prior"]}
+            diffs = []
+            for n in options.differencing_n:
+                d = differenced_distribution(m, n)
+                diffs.append({"n": n, "p_exact": d.get(n, 0.0),
+                              "p_within_1": sum(p for v, p in d.items() if abs(v - n) <= 1)})
+            out["differencing"] = diffs
+    swap = risky_unswapped(micro_reports)
+    if swap is not None:
+        out["risky_unswapped"] = swap
+    return out
+
+
+def _tables_summary(config: EvaluationConfig, originals: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    from tabsafe.evaluate.summary import risk_summary
+
+    out = {}
+    for t in config.tables:
+        table = originals[t.name]
+        inner = 1
+        for d in table.dimensions:
+            inner *= len(d.hierarchy.leaves)
+        out[t.name] = {
+            "by": list(t.by), "rows": t.row_variable, "where": t.where,
+            "hierarchies": {k: v for k, v in t.hierarchy_files.items()},
+            "shape": {d.variable: len(d.hierarchy) for d in table.dimensions},
+            "summary": risk_summary(table),
+        }
+    return out
+
+
+def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb") -> Evaluation:
+    """Run every setting of ``config`` on every table and measure the releases."""
+    import dataclasses
+
+    from tabsafe import progress
+    from tabsafe.method import MicrodataMethod, draw_seed
+    from tabsafe.model.spec import TableSpec
+    from tabsafe.pipeline import Chain, step_seeds
+    from tabsafe.tabulation import tabulate
+
+    md = config.data
+    total = len(config.settings) * len(config.tables)
+    progress.report("evaluation", phase="original tables", done=0, total=total)
+    specs = {t.name: TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where) for t in config.tables}
+    originals = {name: tabulate(md, spec, engine=engine) for name, spec in specs.items()}
+    tabulated: dict[tuple[str, Any, tuple[str, ...]], Any] = {}
+    records_before = None
+    runs: list[SettingRun] = []
+    results: list[Result] = []
+    done = 0
+    for number, setting in enumerate(config.settings, 1):
+        chain = Chain(setting.methods)
+        seed = setting.seed
+        if chain.random and seed is None:
+            seed = draw_seed()
+        seeds = step_seeds(seed, len(chain.methods))
+        micro = [m for m in chain.methods if isinstance(m, MicrodataMethod)]
+        data = md
+        micro_reports = []
+        for m, s in zip(chain.methods, seeds):
+            if isinstance(m, MicrodataMethod):
+                progress.report("evaluation", phase="microdata", setting=setting.label, method=m.name)
+                res = m.perturb(data, seed=s)
+                data = res.microdata
+                micro_reports.append(res.report)
+        records_after = None
+        if micro:
+            if records_before is None:
+                records_before = _read_records(md)
+            records_after = _read_records(data)
+        needs = chain.needs()
+        reports: dict[str, dict[str, Any]] = {}
+        for t in config.tables:
+            progress.report("evaluation", done=done, total=total, table=t.name, setting=setting.label)
+            original = originals[t.name]
+            if micro:
+                spec = dataclasses.replace(specs[t.name], key=needs.key, sums=needs.sums,
+                                           hierarchies={d.variable: d.hierarchy for d in original.dimensions})
+                table = tabulate(data, spec, engine=engine)
+            else:
+                cache_key = (t.name, needs.key, tuple(needs.sums))
+                if cache_key not in tabulated:
+                    spec = dataclasses.replace(specs[t.name], key=needs.key, sums=needs.sums)
+                    tabulated[cache_key] = tabulate(md, spec, engine=engine) if (needs.key or needs.sums) else original
+                table = tabulated[cache_key]
+            if chain.table_steps:
+                prot = chain.protect(table, seeds=seeds[len(micro):], chain_seed=seed, before=micro_reports)
+                release = prot.release.table
+                report = prot.report.to_json()
+            else:
+                release = table.select(["count"])
+                report = {"method": chain.name, "seed": seed,
+                          "notes": [n for r in micro_reports for n in r.notes],
+                          "steps": [r.to_json() for r in micro_reports]}
+            reports[t.name] = report
+            file_name = f"{_slug(t.name)}.{number:02d}-{_slug(setting.label)}.csv"
+            results.append(_measure(t, setting, original, release, report, config.measures,
+                                    records_before, records_after, file_name))
+            done += 1
+        runs.append(SettingRun(setting=setting, seed=seed, step_seeds=tuple(seeds), reports=reports,
+                               microdata_reports=tuple(r.to_json() for r in micro_reports),
+                               method_measures=_method_measures(setting, config.measures, micro_reports)))
+    progress.report("evaluation", done=total, total=total, final=True)
+    return Evaluation(
+        title=config.title, data=_name(config.data_path), tables=_tables_summary(config, originals),
+        runs=tuple(runs), results=tuple(results), options=config.measures, config=config_json(config),
+    )
+
+
+def _name(path: str) -> str:
+    from pathlib import Path
+
+    return Path(path).name
+
+
+def config_json(config: EvaluationConfig) -> dict[str, Any]:
+    """The configuration as plain data, with every default filled in (what reruns the report)."""
+    tables = {}
+    for t in config.tables:
+        entry: dict[str, Any] = {"by": list(t.by)}
+        if t.hierarchy_files:
+            entry["hierarchies"] = dict(t.hierarchy_files)
+        if t.where:
+            entry["where"] = t.where
+        entry["rows"] = t.row_variable
+        if t.anova_target:
+            entry["anova_target"] = t.anova_target
+        tables[t.name] = entry
+    o = config.measures
+    return {
+        "title": config.title,
+        "data": config.data_path,
+        "seed": config.seed,
+        "tables": tables,
+        "settings": [s.to_json() for s in config.settings],
+        "measures": {"small": o.small, "k": o.k, "sensitive": list(o.sensitive) if o.sensitive else None,
+                     "weights": list(o.weights), "prior": o.prior, "differencing_n": list(o.differencing_n),
+                     "max_binomial_count": o.max_binomial_count},
+    }
+
+
+def _measure(t: TableConfig, setting: Setting, original: Any, release: Any, report: Mapping[str, Any],
+             options: MeasureOptions, records_before: Any, records_after: Any, file_name: str) -> Result:
+    from tabsafe.evaluate.distribution import cell_distribution
+    from tabsafe.evaluate.measures import Comparison, utility_measures
+    from tabsafe.evaluate.risk import directly_disclosive, entropy_risk, small_cells, unperturbed_small_records
+
+    cmp = Comparison.of(original, release, rows=t.row_variable)
+    dist = None
+    if len(setting.methods) == 1:
+        dist = cell_distribution(setting.methods[0])
+    utility = utility_measures(cmp, anova_target=t.anova_target, distribution=dist,
+                               max_binomial_count=options.max_binomial_count)
+    o_inner, p_inner = cmp.inner_cells()
+    moved = transitions = None
+    if records_before is not None and records_after is not None and records_before.num_rows == records_after.num_rows:
+        before = record_cells(records_before, cmp.dimensions, t.where)
+        after = record_cells(records_after, cmp.dimensions, t.where)
+        changed = (before >= 0) & (before != after)
+        moved = np.bincount(before[changed], minlength=o_inner.size)[: o_inner.size]
+        both = (before >= 0) & (after >= 0)
+        pairs, counts = np.unique(np.stack([before[both], after[both]]), axis=1, return_counts=True)
+        transitions = (pairs[0], pairs[1], counts)
+    risk = {
+        "dr": unperturbed_small_records(o_inner, p_inner, moved, small=options.small),
+        "small_cells": small_cells(o_inner, p_inner, small=options.small),
+        "directly_disclosive": directly_disclosive(cmp.dimensions, cmp.original, cmp.published, k=options.k,
+                                                   sensitive=options.sensitive),
+        "entropy": entropy_risk(o_inner, p_inner, transitions=transitions, weights=options.weights),
+    }
+    data = release_csv(release)
+    checker = _checker(setting, release, original, report, data, file_name)
+    return Result(table=t.name, setting=setting.label, measures={"utility": utility, "risk": _clean(risk)},
+                  checker=checker, noise=_noise_histogram(o_inner, p_inner), release_file=file_name,
+                  release_bytes=data)
+
+
+def _clean(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_clean(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _slug(text: str) -> str:
+    import re
+
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "-", text).strip("-.")
+    return slug or "setting"

@@ -67,16 +67,16 @@ def _checked(method: Any) -> Distribution:
     def dist(n: int) -> Mapping[int, float]:
         got = method.published_distribution(int(n))
         if got is None:
-            raise MethodError(f"method {name!r} gives no distribution for a cell of {n}", reason=Reason.INVALID)
+            raise MethodError(f"method {name!r} gives no distribution for a cell of {n}", reason=Reason.NOT_APPLICABLE)
         total = 0.0
         for value, p in got.items():
             if not isinstance(value, int) or isinstance(value, bool) or not (p >= 0):
                 raise MethodError(f"method {name!r}: P(published | {n}) has the entry {value!r}: {p!r}",
-                                  reason=Reason.INVALID)
+                                  reason=Reason.NOT_APPLICABLE)
             total += p
         if abs(total - 1.0) > 1e-9:
             raise MethodError(f"method {name!r}: P(published | {n}) sums to {total:.12g}, not 1",
-                              reason=Reason.INVALID)
+                              reason=Reason.NOT_APPLICABLE)
         return got
 
     return dist
@@ -89,7 +89,7 @@ def _require(method: Any, what: str) -> Distribution:
         having = ", ".join(methods_with_distribution()) or "none"
         raise MethodError(
             f"method {name!r} with these parameters does not state P(published | true count) for a cell, so its "
-            f"{what} cannot be computed exactly (methods that state it: {having})", reason=Reason.INVALID)
+            f"{what} cannot be computed exactly (methods that state it: {having})", reason=Reason.NOT_APPLICABLE)
     return dist
 
 

@@ -26,7 +26,8 @@ import numpy as np
 
 from tabsafe.evaluate.config import EvaluationConfig, MeasureOptions, Setting, TableConfig
 
-__all__ = ["Evaluation", "Result", "SettingRun", "release_csv", "run_evaluation"]
+__all__ = ["Evaluation", "Result", "SettingRun", "planned_release_files", "release_csv", "release_file_name",
+           "run_evaluation"]
 
 #: Noise histograms keep the values -NOISE_RANGE..NOISE_RANGE; beyond are two overflow bins.
 NOISE_RANGE = 10
@@ -388,7 +389,7 @@ def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb") -> Evalu
                           "notes": [n for r in micro_reports for n in r.notes],
                           "steps": [r.to_json() for r in micro_reports]}
             reports[t.name] = report
-            file_name = f"{_slug(t.name)}.{number:02d}-{_slug(setting.label)}.csv"
+            file_name = release_file_name(t.name, number, setting.label)
             results.append(_measure(t, setting, original, release, report, config.measures,
                                     records_before, records_after, file_name))
             done += 1
@@ -478,6 +479,16 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float) and not math.isfinite(value):
         return None
     return value
+
+
+def release_file_name(table: str, number: int, label: str) -> str:
+    """The release file of setting ``number`` (1-based) on ``table``: unique, safe characters."""
+    return f"{_slug(table)}.{number:02d}-{_slug(label)}.csv"
+
+
+def planned_release_files(config: EvaluationConfig) -> list[str]:
+    """Every release file an evaluation of ``config`` writes with ``--releases``."""
+    return [release_file_name(t.name, i, s.label) for i, s in enumerate(config.settings, 1) for t in config.tables]
 
 
 def _slug(text: str) -> str:

@@ -310,8 +310,15 @@ def _section_overview(ev: Evaluation) -> str:
         '<th class="l">rows</th><th class="l">sub-population</th></tr></thead><tbody>'
         + "".join(rows) + "</tbody></table>"
         '<table id="settings-overview"><thead><tr><th>#</th><th class="l">setting</th><th class="l">steps</th>'
-        '<th>seed</th></tr></thead><tbody>' + "".join(settings) + "</tbody></table></section>"
+        '<th>seed</th></tr></thead><tbody>' + "".join(settings) + "</tbody></table>" + _skipped(ev) + "</section>"
     )
+
+
+def _skipped(ev: Evaluation) -> str:
+    if not ev.skipped:
+        return ""
+    items = "".join(f"<li><b>{_e(label)}</b>: {_e(error)}</li>" for label, error in ev.skipped)
+    return f'<p class="note">Left out (they could not run here):</p><ul id="skipped" class="note">{items}</ul>'
 
 
 def _section_map(ev: Evaluation) -> str:

@@ -93,6 +93,7 @@ class Evaluation:
         results: one per setting and table.
         options: the measure options.
         config: the configuration as plain data (enough to rerun).
+        skipped: settings that could not run (label, the error), when failures were allowed.
     """
 
     title: str
@@ -102,6 +103,7 @@ class Evaluation:
     results: tuple[Result, ...]
     options: MeasureOptions
     config: dict[str, Any]
+    skipped: tuple[tuple[str, str], ...] = ()
 
     def result(self, table: str, setting: str) -> Result:
         for r in self.results:
@@ -123,6 +125,7 @@ class Evaluation:
             "results": [{"table": r.table, "setting": r.setting, "measures": r.measures, "checker": r.checker,
                          "noise": r.noise} for r in self.results],
             "config": self.config,
+            "skipped": [{"setting": label, "error": error} for label, error in self.skipped],
         }
 
     def to_csv(self) -> str:
@@ -324,14 +327,16 @@ def _tables_summary(config: EvaluationConfig, originals: Mapping[str, Any]) -> d
     return out
 
 
-def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb") -> Evaluation:
-    """Run every setting of ``config`` on every table and measure the releases."""
-    import dataclasses
+def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb", skip_failing: bool = False) -> Evaluation:
+    """Run every setting of ``config`` on every table and measure the releases.
 
+    A setting that fails (a method that cannot protect a table: an infeasible program, a
+    variable it needs missing) stops the evaluation with its error naming the setting and the
+    table; with ``skip_failing`` it is left out and listed in :attr:`Evaluation.skipped`.
+    """
     from tabsafe import progress
-    from tabsafe.method import MicrodataMethod, draw_seed
+    from tabsafe.errors import TabsafeError
     from tabsafe.model.spec import TableSpec
-    from tabsafe.pipeline import Chain, step_seeds
     from tabsafe.tabulation import tabulate
 
     md = config.data
@@ -339,68 +344,117 @@ def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb") -> Evalu
     progress.report("evaluation", phase="original tables", done=0, total=total)
     specs = {t.name: TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where) for t in config.tables}
     originals = {name: tabulate(md, spec, engine=engine) for name, spec in specs.items()}
-    tabulated: dict[tuple[str, Any, tuple[str, ...]], Any] = {}
-    records_before = None
+    state = _State(md=md, engine=engine, specs=specs, originals=originals)
     runs: list[SettingRun] = []
     results: list[Result] = []
-    done = 0
+    skipped: list[tuple[str, str]] = []
     for number, setting in enumerate(config.settings, 1):
-        chain = Chain(setting.methods)
-        seed = setting.seed
-        if chain.random and seed is None:
-            seed = draw_seed()
-        seeds = step_seeds(seed, len(chain.methods))
-        micro = [m for m in chain.methods if isinstance(m, MicrodataMethod)]
-        data = md
-        micro_reports = []
-        for m, s in zip(chain.methods, seeds):
-            if isinstance(m, MicrodataMethod):
-                progress.report("evaluation", phase="microdata", setting=setting.label, method=m.name)
-                res = m.perturb(data, seed=s)
-                data = res.microdata
-                micro_reports.append(res.report)
-        records_after = None
-        if micro:
-            if records_before is None:
-                records_before = _read_records(md)
-            records_after = _read_records(data)
-        needs = chain.needs()
-        reports: dict[str, dict[str, Any]] = {}
-        for t in config.tables:
-            progress.report("evaluation", done=done, total=total, table=t.name, setting=setting.label)
-            original = originals[t.name]
-            if micro:
-                spec = dataclasses.replace(specs[t.name], key=needs.key, sums=needs.sums,
-                                           hierarchies={d.variable: d.hierarchy for d in original.dimensions})
-                table = tabulate(data, spec, engine=engine)
-            else:
-                cache_key = (t.name, needs.key, tuple(needs.sums))
-                if cache_key not in tabulated:
-                    spec = dataclasses.replace(specs[t.name], key=needs.key, sums=needs.sums)
-                    tabulated[cache_key] = tabulate(md, spec, engine=engine) if (needs.key or needs.sums) else original
-                table = tabulated[cache_key]
-            if chain.table_steps:
-                prot = chain.protect(table, seeds=seeds[len(micro):], chain_seed=seed, before=micro_reports)
-                release = prot.release.table
-                report = prot.report.to_json()
-            else:
-                release = table.select(["count"])
-                report = {"method": chain.name, "seed": seed,
-                          "notes": [n for r in micro_reports for n in r.notes],
-                          "steps": [r.to_json() for r in micro_reports]}
-            reports[t.name] = report
-            file_name = release_file_name(t.name, number, setting.label)
-            results.append(_measure(t, setting, original, release, report, config.measures,
-                                    records_before, records_after, file_name))
-            done += 1
-        runs.append(SettingRun(setting=setting, seed=seed, step_seeds=tuple(seeds), reports=reports,
-                               microdata_reports=tuple(r.to_json() for r in micro_reports),
-                               method_measures=_method_measures(setting, config.measures, micro_reports)))
+        try:
+            run, found = _run_setting(config, number, setting, state)
+        except TabsafeError as exc:
+            exc.what = f"setting {setting.label!r}: {exc.what}"
+            if not skip_failing:
+                raise
+            skipped.append((setting.label, exc.render()))
+            continue
+        runs.append(run)
+        results.extend(found)
     progress.report("evaluation", done=total, total=total, final=True)
     return Evaluation(
         title=config.title, data=_name(config.data_path), tables=_tables_summary(config, originals),
         runs=tuple(runs), results=tuple(results), options=config.measures, config=config_json(config),
+        skipped=tuple(skipped),
     )
+
+
+@dataclass
+class _State:
+    """What the settings of one evaluation share: the records, the original tables, the
+    tabulations with keys (one per table and key), the unperturbed records when read."""
+
+    md: Any
+    engine: Any
+    specs: dict[str, Any]
+    originals: dict[str, Any]
+    tabulated: dict[tuple[str, Any, tuple[str, ...]], Any] = field(default_factory=dict)
+    records_before: Any = None
+    done: int = 0
+
+
+def _run_setting(config: EvaluationConfig, number: int, setting: Setting,
+                 state: _State) -> tuple[SettingRun, list[Result]]:
+    """One setting: its microdata steps once on the records (seeds as ``tabsafe protect`` draws
+    them from the setting's seed), then every table."""
+    from tabsafe import progress
+    from tabsafe.errors import TabsafeError
+    from tabsafe.method import MicrodataMethod, draw_seed
+    from tabsafe.pipeline import Chain, step_seeds
+
+    chain = Chain(setting.methods)
+    seed = setting.seed
+    if chain.random and seed is None:
+        seed = draw_seed()
+    seeds = step_seeds(seed, len(chain.methods))
+    data = state.md
+    micro_reports = []
+    for m, s in zip(chain.methods, seeds):
+        if isinstance(m, MicrodataMethod):
+            progress.report("evaluation", phase="microdata", setting=setting.label, method=m.name)
+            res = m.perturb(data, seed=s)
+            data = res.microdata
+            micro_reports.append(res.report)
+    records = None
+    if chain.microdata_steps:
+        if state.records_before is None:
+            state.records_before = _read_records(state.md)
+        records = (state.records_before, _read_records(data))
+    total = len(config.settings) * len(config.tables)
+    results: list[Result] = []
+    reports: dict[str, dict[str, Any]] = {}
+    for t in config.tables:
+        progress.report("evaluation", done=state.done, total=total, table=t.name, setting=setting.label)
+        try:
+            release, reports[t.name] = _protect_table(t, chain, seed, seeds, data, micro_reports, state)
+            results.append(_measure(t, setting, state.originals[t.name], release, reports[t.name], config.measures,
+                                    records, release_file_name(t.name, number, setting.label)))
+        except TabsafeError as exc:
+            exc.what = f"table {t.name!r}: {exc.what}"
+            raise
+        state.done += 1
+    run = SettingRun(setting=setting, seed=seed, step_seeds=tuple(seeds), reports=reports,
+                     microdata_reports=tuple(r.to_json() for r in micro_reports),
+                     method_measures=_method_measures(setting, config.measures, micro_reports))
+    return run, results
+
+
+def _protect_table(t: TableConfig, chain: Any, seed: int | None, seeds: Sequence[int | None], data: Any,
+                   micro_reports: Sequence[Any], state: _State) -> tuple[Any, dict[str, Any]]:
+    """The release of one table: tabulated from the perturbed records when the chain has
+    microdata steps (on the original table's grid), protected by the table steps."""
+    import dataclasses
+
+    from tabsafe.tabulation import tabulate
+
+    needs = chain.needs()
+    original = state.originals[t.name]
+    if chain.microdata_steps:
+        spec = dataclasses.replace(state.specs[t.name], key=needs.key, sums=needs.sums,
+                                   hierarchies={d.variable: d.hierarchy for d in original.dimensions})
+        table = tabulate(data, spec, engine=state.engine)
+    else:
+        cache_key = (t.name, needs.key, tuple(needs.sums))
+        if cache_key not in state.tabulated:
+            spec = dataclasses.replace(state.specs[t.name], key=needs.key, sums=needs.sums)
+            state.tabulated[cache_key] = (tabulate(state.md, spec, engine=state.engine)
+                                          if (needs.key or needs.sums) else original)
+        table = state.tabulated[cache_key]
+    if not chain.table_steps:
+        # a microdata method alone: the table of the perturbed records is the release
+        report = {"method": chain.name, "seed": seed, "notes": [n for r in micro_reports for n in r.notes],
+                  "steps": [r.to_json() for r in micro_reports]}
+        return table.select(["count"]), report
+    prot = chain.protect(table, seeds=seeds[len(chain.microdata_steps):], chain_seed=seed, before=micro_reports)
+    return prot.release.table, prot.report.to_json()
 
 
 def _name(path: str) -> str:
@@ -436,7 +490,7 @@ def config_json(config: EvaluationConfig) -> dict[str, Any]:
 
 
 def _measure(t: TableConfig, setting: Setting, original: Any, release: Any, report: Mapping[str, Any],
-             options: MeasureOptions, records_before: Any, records_after: Any, file_name: str) -> Result:
+             options: MeasureOptions, records: tuple[Any, Any] | None, file_name: str) -> Result:
     from tabsafe.evaluate.distribution import cell_distribution
     from tabsafe.evaluate.measures import Comparison, utility_measures
     from tabsafe.evaluate.risk import directly_disclosive, entropy_risk, small_cells, unperturbed_small_records
@@ -449,7 +503,8 @@ def _measure(t: TableConfig, setting: Setting, original: Any, release: Any, repo
                                max_binomial_count=options.max_binomial_count)
     o_inner, p_inner = cmp.inner_cells()
     moved = transitions = None
-    if records_before is not None and records_after is not None and records_before.num_rows == records_after.num_rows:
+    records_before, records_after = records if records is not None else (None, None)
+    if records_before is not None and records_before.num_rows == records_after.num_rows:
         before = record_cells(records_before, cmp.dimensions, t.where)
         after = record_cells(records_after, cmp.dimensions, t.where)
         changed = (before >= 0) & (before != after)

@@ -84,3 +84,21 @@ def test_same_cells_as_the_planner(builder, small_census, query):
             # from the correctly rounded double the service computes (cents / 100)
             column = f"sum_{query.variable}"
             assert ours.value(column, **codes) == pytest.approx(theirs.column(column)[row], rel=1e-15, abs=0)
+
+
+def test_only_a_release_can_be_serialised(builder):
+    """The response is made from the release side of a protection; its evaluation side (with
+    the original counts) is refused by type."""
+    from tabsafe.service.builder import release_payload
+
+    r = resolve(QUERIES[0], builder.data, builder.limits)
+    protection = builder.chain(None).protect(builder.tabulate(r), seeds=[None])
+    payload = release_payload(protection.release, r)
+    assert payload["columns"] == ["sex", "age", "count"]
+    with pytest.raises(TypeError, match="only a Release"):
+        release_payload(protection.evaluation, r)  # type: ignore[arg-type]
+    with pytest.raises(TypeError, match="only a Release"):
+        release_payload(protection.table, r)  # type: ignore[arg-type]
+    # and the published counts are not the originals (the cell key method changed some)
+    original = protection.evaluation.densify().column("original").tolist()
+    assert [row[-1] for row in payload["rows"]] != original

@@ -40,7 +40,7 @@ def browser(tmp_path):
         driver.quit()
 
 
-def _wait(check, timeout=30.0):
+def _wait(check, timeout=90.0):
     end = time.time() + timeout
     while time.time() < end:
         value = check()

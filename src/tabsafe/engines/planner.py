@@ -450,7 +450,10 @@ class _Plan:
             measures = [f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"]
         names = ["count"]
         for var in self.spec.sums:
-            measures.append(f"sum({self.d.as_decimal(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})")
+            # Exact sums: each value as an integer number of 10^-digits units, summed as integers
+            # (divided once afterwards, the result is the correctly rounded float of the exact sum).
+            scaled = f"round({self.d.as_number(f'{SOURCE}.{self.q(var)}')} * {10 ** self.spec.sum_digits})"
+            measures.append(self.d.as_bigint(f"sum({self.d.as_bigint(scaled)})"))
             names.append(f"sum_{var}")
         key = self.spec.key
         if key is not None:
@@ -521,8 +524,8 @@ class _Plan:
         for n in names:
             col = result.column(n)
             if n.startswith("sum_"):
-                # exact decimal sums, converted once: the same float in every run
-                arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False)
+                # exact integer sums of 10^-digits units, converted once: the same float in every run
+                arr = to_numpy(col, fill=0).astype(np.int64, copy=False) / 10 ** self.spec.sum_digits
             else:
                 arr = to_numpy(col, fill=0).astype(np.int64, copy=False)
             values[n] = arr[keep] if not keep.all() else arr

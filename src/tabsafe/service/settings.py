@@ -176,9 +176,9 @@ def build(values: dict[str, Any], *, where: str | None = None) -> Settings:
         return Settings(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        loc = ".".join(str(p) for p in err["loc"]) or "settings"
+        loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
-        raise InputError(f"setting {loc!r}: {msg}", where=where) from None
+        raise InputError(f"setting {loc!r}: {msg}" if loc else f"unsafe settings: {msg}", where=where) from None
 
 
 def _loopback(host: str) -> bool:

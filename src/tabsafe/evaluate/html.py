@@ -45,6 +45,8 @@ h3 { font-size: 15px; margin: 18px 0 6px; }
 p.note, .note { color: var(--muted); font-size: 12.5px; max-width: 980px; }
 table { border-collapse: collapse; margin: 6px 0 12px; font-variant-numeric: tabular-nums; }
 th, td { border: 1px solid var(--line); padding: 4px 8px; text-align: right; vertical-align: top; }
+td { white-space: nowrap; }
+td.l { white-space: normal; }
 th { background: var(--band); font-weight: 600; }
 td.l, th.l { text-align: left; }
 tbody tr:nth-child(even) td { background: #fbfcfd; }
@@ -149,16 +151,71 @@ def _scatter(points: Sequence[tuple[float, float, int, str]], *, xlabel: str, yl
     parts.append(f'<text x="{(ml + w - mr) / 2}" y="{h - 12}" text-anchor="middle" font-size="12">{_e(xlabel)}</text>')
     parts.append(f'<text transform="translate(16 {(mt + h - mb) / 2}) rotate(-90)" text-anchor="middle" '
                  f'font-size="12">{_e(ylabel)}</text>')
-    for x, y, number, label in points:
+    markers = _place([(sx(x), sy(y)) for x, y, _, _ in points], box=(ml + 9, mt + 9, w - mr - 9, h - mb - 9))
+    labels_at: list[tuple[float, float, float, float]] = []
+    for (x, y, number, label), (mx, my) in zip(points, markers):
         colour = _COLOURS[(number - 1) % len(_COLOURS)]
-        parts.append(f'<g class="ru-point" data-setting="{_e(label)}"><title>{_e(label)}: information loss '
-                     f'{x:.4f}, risk {y:.4f}</title><circle cx="{sx(x):.1f}" cy="{sy(y):.1f}" r="9" fill="{colour}" '
-                     f'fill-opacity="0.85"/><text x="{sx(x):.1f}" y="{sy(y) + 4:.1f}" text-anchor="middle" '
-                     f'font-size="11" fill="#fff" font-weight="700">{number}</text>'
-                     f'<text x="{sx(x) + 12:.1f}" y="{sy(y) - 8:.1f}" font-size="11" fill="{colour}">'
-                     f'{_e(_short(label))}</text></g>')
+        px, py = sx(x), sy(y)
+        moved = abs(mx - px) > 0.5 or abs(my - py) > 0.5
+        # a marker moved off a crowded spot keeps a dot and a line to where it belongs
+        lead = (f'<line x1="{px:.1f}" y1="{py:.1f}" x2="{mx:.1f}" y2="{my:.1f}" stroke="{colour}" '
+                f'stroke-width="1"/><circle cx="{px:.1f}" cy="{py:.1f}" r="2.5" fill="{colour}"/>') if moved else ""
+        text = _short(label)
+        tw = 6.2 * len(text)
+        spot = _free_label(mx + 12, my - 12, tw, labels_at, markers, right=w - mr)
+        name = (f'<text x="{spot[0]:.1f}" y="{spot[1] + 9:.1f}" font-size="11" fill="{colour}">{_e(text)}</text>'
+                if spot else "")
+        if spot:
+            labels_at.append((spot[0], spot[1], spot[0] + tw, spot[1] + 12))
+        parts.append(f'<g class="ru-point" data-setting="{_e(label)}"><title>{number}. {_e(label)}: information loss '
+                     f'{x:.4f}, risk {y:.4f}</title>{lead}<circle cx="{mx:.1f}" cy="{my:.1f}" r="9" fill="{colour}" '
+                     f'fill-opacity="0.9"/><text x="{mx:.1f}" y="{my + 4:.1f}" text-anchor="middle" '
+                     f'font-size="11" fill="#fff" font-weight="700">{number}</text>{name}</g>')
     parts.append("</svg>")
     return "".join(parts)
+
+
+def _place(spots: Sequence[tuple[float, float]], *, box: tuple[float, float, float, float],
+           gap: float = 19.0) -> list[tuple[float, float]]:
+    """Marker positions: each point where it belongs unless an earlier marker is there; then
+    the nearest free place on rings around it (inside ``box``), so no marker hides another."""
+    placed: list[tuple[float, float]] = []
+    x0, y0, x1, y1 = box
+    for px, py in spots:
+        spot = (px, py)
+        if any(math.hypot(px - qx, py - qy) < gap for qx, qy in placed):
+            spot = None
+            for ring in range(1, 12):
+                for step in range(8 * ring):
+                    angle = -math.pi / 2 + 2 * math.pi * step / (8 * ring)
+                    cx, cy = px + ring * gap * math.cos(angle), py + ring * gap * math.sin(angle)
+                    if x0 <= cx <= x1 and y0 <= cy <= y1 and all(math.hypot(cx - qx, cy - qy) >= gap
+                                                                 for qx, qy in placed):
+                        spot = (cx, cy)
+                        break
+                if spot:
+                    break
+            spot = spot or (px, py)
+        placed.append(spot)
+    return placed
+
+
+def _free_label(x: float, y: float, width: float, taken: Sequence[tuple[float, float, float, float]],
+                markers: Sequence[tuple[float, float]], *, right: float) -> tuple[float, float] | None:
+    """A place for a label near (x, y) that overlaps no other label and no marker, or None
+    (the marker's number and the legend name it then)."""
+    for dy in (0, 14, -14, 28, -28):
+        for dx in (0, -width - 24):
+            lx, ly = x + dx, y + dy
+            if lx + width > right or lx < 0:
+                continue
+            box = (lx, ly, lx + width, ly + 12)
+            if any(box[0] < t[2] and t[0] < box[2] and box[1] < t[3] and t[1] < box[3] for t in taken):
+                continue
+            if any(box[0] - 9 < mx < box[2] + 9 and box[1] - 9 < my < box[3] + 9 for mx, my in markers):
+                continue
+            return lx, ly
+    return None
 
 
 def _short(label: str, n: int = 28) -> str:

@@ -331,10 +331,18 @@ def _default_label(methods: Sequence[Any]) -> str:
     parts = []
     for m in methods:
         defaults = {p.name: p.default for p in m.parameters() if not p.required}
-        shown = [f"{k} {v}" for k, v in m.params().items()
+        shown = [f"{k} {_text(v)}" for k, v in m.params().items()
                  if v is not None and (k not in defaults or _json(m, k, defaults[k]) != v)]
         parts.append(f"{m.name} ({', '.join(shown)})" if shown else m.name)
     return " + ".join(parts)
+
+
+def _text(value: Any) -> str:
+    """A parameter value as on the command line: lists comma-separated, lists of lists with ';'."""
+    if isinstance(value, list):
+        return ";".join(_text(v) for v in value) if any(isinstance(v, list) for v in value) else ",".join(
+            str(v) for v in value)
+    return str(value)
 
 
 def _json(method: Any, name: str, value: Any) -> Any:

@@ -20,7 +20,7 @@ pytestmark = pytest.mark.filterwarnings("ignore")
 ARTIFACTS = Path(__file__).parent / "artifacts"
 CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
-SWAP = {"geography": ["region", "area", "small_area"], "risk_vars": ["sex", "age"], "k": 3, "swaprate": 0.1,
+SWAP = {"geography": ["region", "area"], "risk_vars": ["sex", "age"], "k": 2, "swaprate": 0.05,
         "similar": [["household_size"]]}
 CKM = {"max_noise": 3, "variance": 2, "js": 1}
 SETTINGS = [
@@ -68,8 +68,8 @@ def test_report_renders_with_tables_and_map(small_census, tmp_path: Path, browse
         "data": str(small_census.persons),
         "seed": 2026,
         "tables": {
-            "area_sex": {"by": ["area", "sex"], "hierarchies": {"area": str(small_census.directory / "hierarchies"
-                                                                             / "area.hrc")}, "rows": "area"},
+            "area_activity_sex": {"by": ["area", "activity", "sex"], "rows": "area",
+                                  "hierarchies": {"area": str(small_census.directory / "hierarchies" / "area.hrc")}},
             "region_age_sex": {"by": ["region", "age", "sex"], "rows": "region"},
         },
         "settings": SETTINGS,

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shutil
 from pathlib import Path
 
 import pytest
@@ -18,7 +19,8 @@ from tabsafe.cli import COMMANDS, build_parser, main
 #: Commands whose run starts a server or builds a large census are driven elsewhere.
 SKIP = {"serve", "demo"}
 #: Options that name files the command writes.
-OUTPUT_OPTIONS = {"--out", "--report", "--evaluation", "--summary", "--plot", "--log-json"}
+OUTPUT_OPTIONS = {"--out", "--report", "--evaluation", "--summary", "--plot", "--log-json", "--json", "--csv",
+                  "--releases"}
 
 
 def _actions(command: str, extra: list[str]) -> list[argparse.Action]:
@@ -48,6 +50,9 @@ def _outputs(argv: list[str]) -> list[Path]:
 def test_random_option_combinations(command: str, small_census, tmp_path_factory) -> None:
     tmp = tmp_path_factory.mktemp(f"fuzz-{command}")
     persons = str(small_census.persons)
+    config = tmp / "evaluate.yaml"
+    config.write_text(f"data: {persons}\ntables: {{t: [sex]}}\nsettings: [{{method: ckm, params: {{max_noise: 3, "
+                      "variance: 2}}]\n")
     # a working command line; drawn options are added to it (and may override its own)
     base = {
         "tabulate": [persons, "--by", "sex"],
@@ -56,13 +61,15 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
         "synth": ["--persons", "300"],
         "ptable": ["--max-noise", "3", "--variance", "2"],
         "risk": [persons, "--by", "sex", "--min-freq", "3"],
+        "measure": ["info-gain", "--method", "ckm", "--max-noise", "3", "--variance", "2"],
+        "evaluate": [str(config)],
     }.get(command, [])
     actions = _actions(command, base)
     flags = [a for a in actions if a.option_strings[-1] != "--log-json"]
 
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(st.lists(st.tuples(st.sampled_from(flags), _values(small_census, tmp)), max_size=6),
-           st.sampled_from([".csv", ".parquet", ".json", ".txt", ""]))
+           st.sampled_from([".csv", ".parquet", ".json", ".txt", ".html", ""]))
     def check(chosen: list[tuple[argparse.Action, str]], suffix: str) -> None:
         argv = [command, *base]
         for i, (action, value) in enumerate(chosen):
@@ -89,7 +96,9 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
             for p in outputs:
                 assert p.exists() == before[p], f"{argv}: failed but left {p}"
         for p in outputs:
-            if p.exists() and p.is_file():
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
                 p.unlink()
         assert not list(tmp.glob(".*.tmp")), f"{argv}: a temporary file was left behind"
 

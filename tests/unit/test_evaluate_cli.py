@@ -114,8 +114,8 @@ def test_outputs_are_checked_before_any_work(small_census, tmp_path: Path, capsy
     assert "does not exist" in capsys.readouterr().err
     assert main(["evaluate", str(cfg), "--out", str(tmp_path / "r.html"), "--json", str(cfg)]) == 2
     assert "--json" in capsys.readouterr().err
-    assert main(["evaluate", str(cfg), "--out", str(tmp_path / "r.txt")]) == 2
-    assert "--out" in capsys.readouterr().err
+    assert main(["evaluate", str(cfg), "--out", str(tmp_path / "r.html"), "--csv", str(tmp_path / "m.txt")]) == 2
+    assert "--csv" in capsys.readouterr().err
     # a releases folder holding someone else's file is refused, and nothing is written
     foreign = tmp_path / "rel"
     foreign.mkdir()

@@ -45,7 +45,6 @@ def run(args: argparse.Namespace) -> int:
     from tabsafe.io import OutputFolder, Outputs
 
     out_path = args.out or str(Path(args.config).with_suffix(".html"))
-    _suffix(out_path, ".html", "out")
     _suffix(args.json, ".json", "json")
     _suffix(args.csv, ".csv", "csv")
     config = load_config(args.config)

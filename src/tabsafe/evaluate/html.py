@@ -162,7 +162,7 @@ def _scatter(points: Sequence[tuple[float, float, int, str]], *, xlabel: str, yl
                 f'stroke-width="1"/><circle cx="{px:.1f}" cy="{py:.1f}" r="2.5" fill="{colour}"/>') if moved else ""
         text = _short(label)
         tw = 6.2 * len(text)
-        spot = _free_label(mx + 12, my - 12, tw, labels_at, markers, right=w - mr)
+        spot = _free_label(mx + 12, my - 12, tw, labels_at, markers, left=ml + 2, right=w - mr)
         name = (f'<text x="{spot[0]:.1f}" y="{spot[1] + 9:.1f}" font-size="11" fill="{colour}">{_e(text)}</text>'
                 if spot else "")
         if spot:
@@ -201,13 +201,13 @@ def _place(spots: Sequence[tuple[float, float]], *, box: tuple[float, float, flo
 
 
 def _free_label(x: float, y: float, width: float, taken: Sequence[tuple[float, float, float, float]],
-                markers: Sequence[tuple[float, float]], *, right: float) -> tuple[float, float] | None:
+                markers: Sequence[tuple[float, float]], *, left: float, right: float) -> tuple[float, float] | None:
     """A place for a label near (x, y) that overlaps no other label and no marker, or None
     (the marker's number and the legend name it then)."""
     for dy in (0, 14, -14, 28, -28):
         for dx in (0, -width - 24):
             lx, ly = x + dx, y + dy
-            if lx + width > right or lx < 0:
+            if lx + width > right or lx < left:
                 continue
             box = (lx, ly, lx + width, ly + 12)
             if any(box[0] < t[2] and t[0] < box[2] and box[1] < t[3] and t[1] < box[3] for t in taken):

@@ -87,6 +87,8 @@ def test_spearman_by_hand() -> None:
     # ties get their average rank: ranks (1.5, 1.5, 3) and (1, 2, 3) → r = √3/2
     assert spearman([1, 1, 2], [1, 2, 3]) == pytest.approx(math.sqrt(3) / 2)
     assert math.isnan(spearman([1, 1, 1], [1, 2, 3]))
+    # ranks, not values: a monotone but not linear relation has correlation 1
+    assert spearman([1, 2, 3, 10], [1, 2, 3, 4]) == pytest.approx(1.0)
 
 
 def test_chi_square_and_cramers_v_by_hand() -> None:
@@ -126,6 +128,21 @@ def test_binomial_test_by_hand() -> None:
     assert got["consistent"] and got["p_min_adjusted"] == pytest.approx(1.0)
     # a value random rounding cannot give is impossible
     assert binomial_test([1, 2], [2, 3], rr3)["impossible"] == 1
+    # Bonferroni: the smallest p-value times the number of samples (six 1s all up, three 2s as
+    # expected)
+    got = binomial_test([1] * 6 + [2] * 3, [3] * 6 + [3, 3, 0], rr3)
+    assert len(got["tests"]) == 2 and got["p_min_adjusted"] == pytest.approx(2 / 729)
+
+
+def test_binomial_test_counts_only_ups() -> None:
+    """A method that may also keep the value (barnardisation: n − 1, n, n + 1 with 1/4, 1/2,
+    1/4): 'up' is published > n, probability 1/4; eight cells with 2 up, 4 kept, 2 down follow it."""
+    def barnard(n):
+        return {n: 1.0} if n == 0 else {n - 1: 0.25, n: 0.5, n + 1: 0.25}
+
+    got = binomial_test([5] * 8, [6, 6, 5, 5, 5, 5, 4, 4], barnard)
+    assert got["tests"][0]["p_up"] == pytest.approx(0.25)
+    assert got["tests"][0]["up"] == 2 and got["p_min_adjusted"] == pytest.approx(1.0)
 
 
 def test_anova_r2_by_hand() -> None:

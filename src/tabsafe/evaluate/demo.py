@@ -22,7 +22,17 @@ __all__ = ["DEMO_TABLES", "demo_settings", "write_demo_report"]
 #: The tables of the demo report: name → (variables, hierarchy files in the census, row variable).
 DEMO_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str], str]] = {
     "area_age_sex": (("area", "age", "sex"), {"area": "area.hrc", "age": "age.yaml"}, "area"),
-    "small_area_sex": (("small_area", "sex"), {"small_area": "small_area.hrc"}, "small_area"),
+    "area_age_citizenship": (("area", "age", "citizenship"), {"area": "area.hrc"}, "area"),
+}
+
+#: Parameters that fit the census's variables, for methods the demo does not protect with and
+#: whose own examples name variables of their example data (household size is ``household_size``
+#: here). A method not named here still joins the report, with its example parameters.
+CENSUS_PARAMS: dict[str, dict[str, Any]] = {
+    "targeted-swap": {"geography": ["region", "area", "small_area"], "risk_vars": ["sex", "age"], "k": 2,
+                      "swaprate": 0.05, "similar": [["household_size"]]},
+    "random-swap": {"geography": ["area", "small_area"], "swaprate": 0.05, "similar": [["household_size"]]},
+    "pram": {"variable": "small_area", "within": ["area"], "retention": 0.9, "household": "household_id"},
 }
 
 
@@ -34,22 +44,24 @@ def _label(method: Any) -> str:
 
 def demo_settings(params: Mapping[str, Mapping[str, Any]], *,
                   seed: int) -> tuple[list[Setting], list[tuple[str, str]]]:
-    """A setting for every registered method: the given parameters, else its first typical
-    example; every microdata method also chained with the cell key method. Returns the
-    settings and the methods left out, with why (a method that fails to load or build)."""
+    """A setting for every registered method: the given parameters (else :data:`CENSUS_PARAMS`,
+    else its first typical example); every microdata method also chained with the cell key
+    method. Returns the settings and the methods left out, with why (a method that fails to load
+    or build)."""
     from tabsafe.method import MicrodataMethod
     from tabsafe.registry import build_method, get_method, method_names
 
     settings: list[Setting] = []
     skipped: list[tuple[str, str]] = []
     micro: list[Any] = []
+    chosen = {**CENSUS_PARAMS, **params}
     for name in method_names():
         try:
-            method = build_method(name, params[name]) if name in params else get_method(name).examples().typical[0]
+            method = build_method(name, chosen[name]) if name in chosen else get_method(name).examples().typical[0]
         except Exception as exc:  # noqa: BLE001 - one broken method must not hide the others
             skipped.append((name, " ".join(str(exc).split()) or type(exc).__name__))
             continue
-        label = _label(method) + ("" if name in params else " [example parameters]")
+        label = _label(method) + ("" if name in chosen else " [example parameters]")
         settings.append(Setting(label, (method,), seed))
         if isinstance(method, MicrodataMethod):
             micro.append(method)

@@ -352,11 +352,11 @@ def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb", skip_fai
         try:
             run, found = _run_setting(config, number, setting, state)
         except TabsafeError as exc:
+            if skip_failing:
+                skipped.append((setting.label, exc.what))
+                continue
             exc.what = f"setting {setting.label!r}: {exc.what}"
-            if not skip_failing:
-                raise
-            skipped.append((setting.label, exc.render()))
-            continue
+            raise
         runs.append(run)
         results.extend(found)
     progress.report("evaluation", done=total, total=total, final=True)

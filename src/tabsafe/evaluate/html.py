@@ -52,6 +52,7 @@ td.l, th.l { text-align: left; }
 tbody tr:nth-child(even) td { background: #fbfcfd; }
 .se { color: var(--muted); font-size: 12px; }
 .maps { display: flex; flex-wrap: wrap; gap: 18px; }
+.scroll { overflow-x: auto; max-width: 100%; }
 figure { margin: 0; }
 figcaption { font-size: 12.5px; color: var(--muted); max-width: 560px; }
 svg text { font-family: system-ui, sans-serif; }
@@ -267,9 +268,9 @@ def _grid(ev: Evaluation, rows: Sequence[tuple[str, Callable[[Result], str]]], *
     for name, cell in rows:
         tds = "".join(f"<td>{cell(ev.result(table, lab))}</td>" for lab in labels)
         body.append(f'<tr><td class="l">{name}</td>{tds}</tr>')
-    return (f'<table id="{_e(table_id)}" class="measures"><caption class="note" style="caption-side:top;'
-            f'text-align:left">{caption}</caption><thead><tr><th class="l">measure</th>{head}</tr></thead>'
-            f'<tbody>{"".join(body)}</tbody></table>')
+    return (f'<div class="scroll"><table id="{_e(table_id)}" class="measures"><caption class="note" '
+            f'style="caption-side:top;text-align:left">{caption}</caption><thead><tr><th class="l">measure</th>{head}'
+            f'</tr></thead><tbody>{"".join(body)}</tbody></table></div>')
 
 
 def _risk_rows(ev: Evaluation) -> list[tuple[str, Callable[[Result], str]]]:

@@ -74,6 +74,16 @@ def from_numpy(values: np.ndarray, *, mask: np.ndarray | None = None) -> pa.Arra
                                  null_count=nulls)
 
 
+def decimals(units: np.ndarray, digits: int) -> pa.Array:
+    """Exact decimals from integer numbers of ``10**-digits`` units (a decimal128 array is its
+    unscaled 128-bit integers: the low word is the value, the high word its sign)."""
+    units = np.asarray(units, dtype=np.int64)
+    words = np.empty((units.size, 2), dtype=np.int64)
+    words[:, 0] = units
+    words[:, 1] = np.where(units < 0, -1, 0)
+    return pa.Array.from_buffers(pa.decimal128(38, int(digits)), units.size, [None, pa.py_buffer(words)])
+
+
 def strings(items: Sequence[str]) -> pa.Array:
     """An Arrow string array of Python strings (built from buffers, not converted by pyarrow)."""
     encoded = [s.encode("utf-8") for s in items]

@@ -283,6 +283,13 @@ class MicrodataMethod(Method):
         """The perturbation itself (subclasses)."""
         raise NotImplementedError
 
+    def columns(self) -> tuple[str, ...] | None:
+        """The variables the method reads and may change, or None (every variable). A caller may
+        give the method only these and put the perturbed ones back into the full records
+        (``tabsafe swap`` streams large files this way); the result must not depend on the
+        other variables."""
+        return None
+
 
 @runtime_checkable
 class CellDistribution(Protocol):

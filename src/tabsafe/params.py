@@ -32,6 +32,7 @@ __all__ = [
     "Bool",
     "Choice",
     "Constraint",
+    "File",
     "Int",
     "Optional",
     "Real",
@@ -80,6 +81,11 @@ class Constraint:
 
     @property
     def repeatable(self) -> bool:
+        return False
+
+    @property
+    def is_file(self) -> bool:
+        """The value names a file the method reads (an input a command must never overwrite)."""
         return False
 
 
@@ -249,6 +255,33 @@ class Text(Constraint):
 
 
 @dataclass(frozen=True)
+class File(Constraint):
+    """The path of a file the method reads (checked for existence when the method reads it)."""
+
+    suffixes: tuple[str, ...] = ()
+    metavar: str = "FILE"
+
+    @property
+    def allowed(self) -> str:  # type: ignore[override]
+        return "a file name" + (f" ending in {' or '.join(self.suffixes)}" if self.suffixes else "")
+
+    def check(self, name: str, value: Any) -> str:
+        import os
+
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if not isinstance(value, str) or not value.strip():
+            raise _fail(name, self.allowed, value)
+        if self.suffixes and not value.lower().endswith(tuple(s.lower() for s in self.suffixes)):
+            raise _fail(name, self.allowed, value)
+        return value
+
+    @property
+    def is_file(self) -> bool:
+        return True
+
+
+@dataclass(frozen=True)
 class TextList(Constraint):
     """A tuple of names (``a,b,c`` on the command line, or the option repeated)."""
 
@@ -332,6 +365,10 @@ class Optional(Constraint):
     @property
     def repeatable(self) -> bool:
         return self.inner.repeatable
+
+    @property
+    def is_file(self) -> bool:
+        return self.inner.is_file
 
 
 def parameter(default: Any = MISSING, *, check: Constraint, factory: Callable[[], Any] | None = None) -> Any:
@@ -452,6 +489,9 @@ def from_params(cls: type, params: Mapping[str, Any], *, where: str | None = Non
     if unknown:
         raise InputError(f"unknown parameter {unknown[0]!r}; known: {', '.join(known) or 'none'}", where=where)
     values = {k: known[k].constraint.from_json(k, v) for k, v in params.items()}
+    missing = [k for k, p in known.items() if p.required and k not in values]
+    if missing:
+        raise InputError(f"parameter {param(missing[0])} is required", where=where)
     try:
         return cls(**values)
     except InputError as exc:

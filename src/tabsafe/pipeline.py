@@ -12,10 +12,12 @@ Seeds: a chain run with seed ``S`` gives its ``k``-th step the seed drawn from
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from tabsafe import progress
 from tabsafe.errors import InputError
 from tabsafe.method import Method, MicrodataMethod, Needs, TableMethod, check_seed, draw_seed
 from tabsafe.model.microdata import InnerCells, Microdata
@@ -82,8 +84,7 @@ class Chain:
             seed = draw_seed()
         seeds = step_seeds(seed, len(self.methods))
         reports: list[Report] = []
-        from tabsafe import progress
-
+        records = data
         for m, s in zip(self.methods, seeds):
             if isinstance(m, MicrodataMethod):
                 progress.report("protection", method=m.name)
@@ -94,9 +95,17 @@ class Chain:
                 reports.append(result.report)
         if not self.table_steps:
             raise InputError("a chain needs a table method to publish a table")
+        truth = None
+        if self.microdata_steps:
+            # the truth, for evaluation: the same table from the records before any perturbation;
+            # the perturbed records are tabulated on its grid (their codes are among its codes)
+            truth = tabulate(records, dataclasses.replace(spec, key=None, sums=()), engine=engine)
+            spec = dataclasses.replace(spec, hierarchies={d.variable: d.hierarchy for d in truth.dimensions})
         table = tabulate(data, spec, engine=engine)
         protection = self.protect(table, seeds=seeds[len(self.microdata_steps):], chain_seed=seed,
                                   before=reports)
+        if truth is not None:
+            protection = _with_truth(protection, truth)
         return protection, reports
 
     def protect(self, table: Table, *, seeds: Sequence[int | None], chain_seed: int | None = None,
@@ -106,8 +115,6 @@ class Chain:
         first: Protection | None = None
         current: Protection | None = None
         reports = list(before)
-        from tabsafe import progress
-
         for m, s in zip(steps, seeds):
             progress.report("protection", method=m.name, cells=table.n_cells)
             if current is None:
@@ -184,3 +191,27 @@ def _compose(first: Protection, later: Protection) -> Protection:
     cols["count"] = original
     evaluation = Table(ev.dimensions, ev.ids, cols, dict(ev.meta))
     return Protection(release=Release(later.release.table), evaluation=evaluation, report=later.report)
+
+
+def _with_truth(protection: Protection, truth: Table) -> Protection:
+    """A chain with microdata steps: the evaluation's ``original`` holds the counts of the
+    records before perturbation (the truth), ``tabulated`` what the perturbed records gave the
+    table steps; cells of either are kept."""
+    import numpy as np
+
+    ev = protection.evaluation
+    ids = np.union1d(ev.ids, truth.ids)
+
+    def gather(table: Table, values: np.ndarray) -> np.ndarray:
+        rows = table.rows_of(ids)
+        out = np.zeros(ids.size, dtype=values.dtype) if values.dtype.kind in "iufb" else np.empty(ids.size, object)
+        ok = rows >= 0
+        out[ok] = values[rows[ok]]
+        return out
+
+    cols = {c: gather(ev, ev.column(c)) for c in ev.value_columns}
+    cols["tabulated"] = cols["original"]
+    cols["original"] = gather(truth, truth.counts)
+    cols["count"] = cols["original"]
+    evaluation = Table(ev.dimensions, ids, cols, dict(ev.meta))
+    return Protection(release=protection.release, evaluation=evaluation, report=protection.report)

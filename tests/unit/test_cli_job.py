@@ -98,3 +98,13 @@ def test_wrong_answers_without_an_error_are_errors(small_census, tmp_path, capsy
     out = tmp_path / "t.csv"
     code, _, err = run(["tabulate", small_census.persons, *bad, "--out", out], capsys)
     assert code == 2 and err.count("\n") == 1 and not out.exists()
+
+
+def test_a_file_a_method_reads_is_an_input_too(small_census, tmp_path, capsys) -> None:
+    ptable = tmp_path / "p.csv"
+    code, _, _ = run(["ptable", "--max-noise", "3", "--variance", "2", "--out", ptable], capsys)
+    assert code == 0
+    before = ptable.read_bytes()
+    code, _, err = run(["protect", small_census.persons, "--by", "sex", "--method", "ckm", "--ptable", ptable,
+                        "--out", ptable], capsys)
+    assert code == 2 and "input of this command" in err and ptable.read_bytes() == before

@@ -25,6 +25,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "keys": ("tabsafe.cli.keys", "attach record keys to microdata (for the cell key method)"),
     "ptable": ("tabsafe.cli.ptable", "generate a cell key method p-table"),
     "protect": ("tabsafe.cli.protect", "protect a table with registered methods (one, or a chain)"),
+    "swap": ("tabsafe.cli.swap", "swap households' geography (targeted or random) or PRAM microdata before tabulation"),
     "risk": ("tabsafe.cli.risk", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),
     "audit": ("tabsafe.cli.audit", "differencing audit of tables released together"),
     "measure": ("tabsafe.cli.measure", "exact risk of a method: information gain, differencing risk (JSON)"),
@@ -69,7 +70,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
     """Options every command has: feedback and the memory budget."""
     g = parser.add_argument_group("job")
-    g.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    taken = {opt for action in parser._actions for opt in action.option_strings}
+    if "--quiet" not in taken:  # a command may define it itself
+        g.add_argument("--quiet", action="store_true", help="print nothing but errors")
     g.add_argument("--log-json", metavar="FILE",
                    help="append one JSON line per progress event to FILE (machine-readable log)")
     g.add_argument("--memory-limit", metavar="SIZE",

@@ -12,7 +12,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from tabsafe.errors import as_flag
+from tabsafe.errors import InputError, as_flag, param
 
 _PREFIX = "method__"
 
@@ -25,7 +25,8 @@ def _help(p: Any) -> str:
         shown = p.constraint.to_json(p.default)
         if isinstance(shown, list):
             shown = ",".join(map(str, shown))
-        text += f" (default {shown})"
+        if shown != "":  # an empty list as default says nothing
+            text += f" (default {shown})"
     return text.replace("%", "%%")
 
 
@@ -72,9 +73,23 @@ def method_from_args(cls: type, args: argparse.Namespace) -> Any:
             values[p.name] = c.from_text(p.name, ",".join(raw))
         else:
             values[p.name] = c.from_text(p.name, raw)
+    missing = [p.name for p in cls.parameters() if p.required and p.name not in values]
+    if missing:
+        raise InputError(f"method {cls.name!r} needs {param(missing[0])}")
     return cls(**values)
 
 
 def given(cls: type, args: argparse.Namespace) -> list[str]:
     """The parameters of ``cls`` set on the command line."""
     return [p.name for p in cls.parameters() if getattr(args, _PREFIX + p.name, None) is not None]
+
+
+def files_read(methods: Sequence[object]) -> list[str]:
+    """The files the methods' parameters name (inputs: no output may overwrite them)."""
+    out = []
+    for m in methods:
+        for p in type(m).parameters():  # type: ignore[attr-defined]
+            value = getattr(m, p.name)
+            if p.constraint.is_file and isinstance(value, str):
+                out.append(value)
+    return out

@@ -63,7 +63,7 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
 
 
 def run(args: argparse.Namespace) -> int:
-    from tabsafe.cli.options import method_from_args
+    from tabsafe.cli.options import files_read, method_from_args
     from tabsafe.io import Outputs, evaluation_arrow, output_format, release_arrow
     from tabsafe.pipeline import Chain
     from tabsafe.registry import get_method
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         output_format(args.evaluation)
     if args.report and not args.report.lower().endswith(".json"):
         raise InputError("the report is JSON: give a .json file", where=args.report)
-    with Outputs(inputs=input_paths(args)) as out:
+    with Outputs(inputs=[*input_paths(args), *files_read(chain.methods)]) as out:
         # every output is checked before any work: a bad path fails at once, and nothing is
         # written unless everything is
         release_path = out.plan(args.out, kind="evaluation" if args.keep_original else "release")

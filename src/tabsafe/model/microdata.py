@@ -108,6 +108,44 @@ class Microdata:
     def with_codelists(self, codelists: Mapping[str, Hierarchy]) -> Microdata:
         return Microdata(source=self.source, codelists={**self.codelists, **codelists}, key=self.key)
 
+    def read(self) -> pa.Table:
+        """The records as one Arrow table (what a microdata method perturbs). A CSV is read with
+        every column as text, as the engines read it, so codes such as ``01`` stay codes."""
+        return read_source(self.source)
+
+
+def read_source(source: Source) -> pa.Table:
+    """Every record of ``source`` in memory; an unreadable file is an :class:`InputError`."""
+    if isinstance(source, ArrowSource):
+        return source.table
+    path = source.path
+    try:
+        if source.format == "parquet":
+            import pyarrow.parquet as pq
+
+            if any(ch in path for ch in "*?["):
+                import glob
+
+                files = sorted(glob.glob(path))
+                if not files:
+                    raise InputError("no file matches", where=path)
+                return pa.concat_tables([pq.read_table(f) for f in files], promote_options="permissive")
+            return pq.read_table(path)
+        import csv
+
+        import pyarrow.csv as pacsv
+
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            header = next(csv.reader(f), [])
+        types = {name: pa.string() for name in header}
+        return pacsv.read_csv(path, convert_options=pacsv.ConvertOptions(column_types=types, strings_can_be_null=True,
+                                                                          null_values=[""]))
+    except InputError:
+        raise
+    except (OSError, UnicodeDecodeError, pa.ArrowException) as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise InputError(f"cannot read data: {first}", where=path) from None
+
 
 @dataclass(frozen=True, kw_only=True)
 class InnerCells:

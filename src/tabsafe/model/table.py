@@ -493,10 +493,21 @@ class Table:
         """Dimension columns (dictionary-encoded codes) and the chosen value columns."""
         from tabsafe._arrow import table
 
+        from tabsafe._arrow import decimals
+
         cols = list(self.value_columns if columns is None else columns)
         arrays: dict[str, Any] = dict(zip(self.variables, self.code_arrays()))
+        digits = self.meta.get("sum_digits")
         for c in cols:
-            arrays[c] = _arrow_column(self.column(c))
+            arr = self.column(c)
+            if c.startswith("sum_") and isinstance(digits, int) and arr.dtype.kind == "f":
+                # sums tabulated as exact decimals are written as decimals (407597724.48, not
+                # 4.0759772448e+08); perturbed sums are not exact decimals and stay floats
+                units = np.round(arr * 10**digits)
+                if np.all(np.isfinite(arr)) and np.all(np.abs(units) < 2**53) and np.array_equal(units / 10**digits, arr):
+                    arrays[c] = decimals(units.astype(np.int64), digits)
+                    continue
+            arrays[c] = _arrow_column(arr)
         return table(arrays)
 
     def to_frame(self, columns: Iterable[str] | None = None) -> pd.DataFrame:

@@ -35,6 +35,7 @@ class PTableSource(Constraint):
 
     allowed = "a p-table file or a PTable"
     metavar = "FILE"
+    is_file = True  # type: ignore[assignment]
 
     def check(self, name: str, value: Any) -> Any:
         from tabsafe.protect.ptable import PTable

@@ -1,0 +1,78 @@
+"""The parameters record swapping declares (shared by targeted and random swapping)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tabsafe.errors import InputError, param
+from tabsafe.method import MicrodataMethod, MicrodataOutcome
+from tabsafe.params import _NAME, Constraint, Optional, Real, Text, TextList, parameter
+
+
+@dataclass(frozen=True)
+class Profiles(Constraint):
+    """Similarity profiles tried in order: ``a,b;a`` on the command line (profiles separated by
+    ``;``, variables by ``,``), a list of lists in JSON; empty: any household matches."""
+
+    allowed: str = "similarity profiles such as 'household_size,tenure;household_size'"
+    metavar: str = "A,B[;C]"
+
+    def check(self, name: str, value: Any) -> tuple[tuple[str, ...], ...]:
+        if value is None:
+            return ()
+        if isinstance(value, str):
+            value = [p for p in value.split(";")] if value.strip() else []
+        if not isinstance(value, (list, tuple)):
+            raise InputError(f"parameter {param(name)} must be {self.allowed}; got {value!r}")
+        out = []
+        for prof in value:
+            if isinstance(prof, str):
+                prof = [v.strip() for v in prof.split(",")]
+            if not isinstance(prof, (list, tuple)) or not prof or any(
+                    not isinstance(v, str) or not _NAME.match(v) for v in prof):
+                raise InputError(f"parameter {param(name)} must be {self.allowed}; got {value!r}")
+            if len(set(prof)) != len(prof):
+                raise InputError(f"parameter {param(name)}: a profile names a variable twice ({','.join(prof)})")
+            out.append(tuple(prof))
+        if len(set(out)) != len(out):
+            raise InputError(f"parameter {param(name)} gives the same profile twice")
+        return tuple(out)
+
+    def to_json(self, value: Any) -> Any:
+        return [list(p) for p in value]
+
+
+@dataclass(frozen=True, kw_only=True)
+class SwapMethod(MicrodataMethod):
+    """Base of the record swapping methods: the geography and what pairs must share.
+
+    Attributes:
+        geography: geography variables, top level first (e.g. region,area,small_area); each
+            level's codes must identify their area on their own and nest in the level above.
+        similar: similarity profiles a household and its partner must share, tried in order
+            (fallbacks separated by ';', e.g. 'household_size,tenure;household_size'); the values
+            of a household's first record are compared. Empty: any household.
+        swaprate: share of households sampled for swapping, each with a partner from another area
+            (so about twice this share change geography); reached in every top-level area.
+        carry_along: household-level variables that travel with the geography.
+        household: the household variable (whole households are swapped); none: every record on
+            its own.
+    """
+
+    random: ClassVar[bool] = True
+
+    geography: tuple[str, ...] = parameter(check=TextList())
+    similar: tuple[tuple[str, ...], ...] = parameter((), check=Profiles())
+    swaprate: float = parameter(0.05, check=Real(min=0, max=1))
+    carry_along: tuple[str, ...] = parameter((), check=TextList(min_items=0))
+    household: str | None = parameter("household_id", check=Optional(Text(identifier=True)))
+
+    def columns(self) -> tuple[str, ...]:
+        names = [*self.geography, *(v for p in self.similar for v in p), *self.carry_along,
+                 *getattr(self, "risk_vars", ()), *([self.household] if self.household else [])]
+        return tuple(dict.fromkeys(names))
+
+    def _outcome(self, result: Any) -> MicrodataOutcome:
+        return MicrodataOutcome(data=result.data, evaluation=result.evaluation, figures=result.figures,
+                                private=result.private, notes=result.notes)

@@ -1,0 +1,347 @@
+"""PRAM, the post-randomisation method: method ``pram`` of the registry (seed 001 §6,
+METHODS.md §9).
+
+Each unit (a household, or a record) keeps or changes its category of one variable at random by
+a Markov transition matrix ``P`` whose rows are the current category and columns the new one. The
+matrix is *invariant* for the data, ``t P = t`` with ``t`` the counts per category, so the expected
+count of every category after PRAM is the count before (seed 001 §6: "on average after PRAM has
+been applied there will still be x1 households in m1, x2 households in m2, and so on").
+
+The matrix is given as a file, or built from a retention probability ``q`` as in seed 001 §6
+(``p = 1 - q``): within a stratum of ``m`` categories with counts ``x_1..x_m`` and smallest count
+``x_min``, a unit of category ``i`` moves with probability ``p·x_min/x_i``, to each other
+category equally::
+
+    P_ii = 1 - p·x_min/x_i,    P_ij = p·x_min / ((m-1)·x_i)   (j ≠ i)
+
+so ``p·x_min/(m-1)`` units are expected to move from each category to each other one, and back:
+the smallest category keeps a unit with probability ``q``, larger ones more often. Strata
+(``within``, e.g. the area of a small area) keep every move inside the stratum, as the seed's
+example keeps households inside their SLA.
+
+A matrix file is CSV, either long (columns ``from,to,p``, zero entries may be left out) or wide
+(a header of the new categories after a first column of the current ones). Each row must sum to
+1, and the matrix must be invariant for the data (in every stratum): otherwise the error names
+the category and its row.
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import numpy as np
+
+from tabsafe.errors import InputError, param
+from tabsafe.method import Examples, MicrodataMethod, MicrodataOutcome
+from tabsafe.params import File, Optional, Real, Text, TextList, parameter
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pyarrow as pa
+
+    from tabsafe.model.microdata import Microdata
+
+#: rows must sum to 1 and ``t P`` must equal ``t`` within these tolerances
+ROW_TOLERANCE = 1e-6
+INVARIANCE_TOLERANCE = 1e-6  # times the stratum's number of units
+
+
+def invariant_matrix(counts: np.ndarray, retention: float) -> np.ndarray:
+    """Seed 001 §6's invariant transition matrix for categories with ``counts`` (all > 0).
+
+    >>> invariant_matrix(np.array([10, 20]), 0.8).round(3).tolist()
+    [[0.8, 0.2], [0.1, 0.9]]
+    """
+    x = np.asarray(counts, dtype=float)
+    m = x.size
+    if m < 2:
+        return np.ones((m, m))
+    move = (1.0 - retention) * x.min() / x  # probability that a unit of category i moves
+    out = np.repeat((move / (m - 1))[:, None], m, axis=1)
+    np.fill_diagonal(out, 1.0 - move)
+    return out
+
+
+@dataclass(frozen=True)
+class TransitionFile:
+    """A transition matrix read from a file: transitions ``from → to`` with probability ``p``
+    and, per current category, the line of the file where its row is."""
+
+    path: str
+    source: np.ndarray  # current category (text)
+    target: np.ndarray  # new category (text)
+    p: np.ndarray
+    row_line: dict[str, int]
+
+
+def read_matrix(path: str) -> TransitionFile:
+    """Read and check a transition matrix file (module docstring): numbers in [0, 1], each row
+    summing to 1, no transition given twice."""
+    where = str(path)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as f:
+            rows = list(csv.reader(f))
+    except OSError as exc:
+        raise InputError(f"cannot read the transition matrix: {exc.strerror}", where=where) from None
+    except UnicodeDecodeError:
+        raise InputError("the transition matrix is not UTF-8 text", where=where) from None
+    rows = [r for r in rows if any(c.strip() for c in r)]
+    if len(rows) < 2:
+        raise InputError("the transition matrix has no rows", where=where)
+    header = [c.strip() for c in rows[0]]
+    src: list[str] = []
+    dst: list[str] = []
+    prob: list[float] = []
+    line_of: dict[str, int] = {}
+    lines: list[int] = []
+
+    def number(text: str, line: int) -> float:
+        try:
+            v = float(text)
+        except ValueError:
+            raise InputError(f"line {line}: {text!r} is not a probability", where=where) from None
+        if not 0.0 <= v <= 1.0:
+            raise InputError(f"line {line}: probability {text} is outside [0, 1]", where=where)
+        return v
+
+    if [h.lower() for h in header] == ["from", "to", "p"]:
+        for i, r in enumerate(rows[1:], start=2):
+            if len(r) != 3:
+                raise InputError(f"line {i}: expected from,to,p; got {len(r)} fields", where=where)
+            a, b = r[0].strip(), r[1].strip()
+            src.append(a)
+            dst.append(b)
+            prob.append(number(r[2].strip(), i))
+            lines.append(i)
+            line_of.setdefault(a, i)
+    else:
+        targets = header[1:]
+        if not targets or any(not t for t in targets) or len(set(targets)) != len(targets):
+            raise InputError("the header must name every new category once (or be from,to,p)", where=where)
+        for i, r in enumerate(rows[1:], start=2):
+            if len(r) != len(header):
+                raise InputError(f"line {i}: expected {len(header)} fields, got {len(r)}", where=where)
+            a = r[0].strip()
+            if a in line_of:
+                raise InputError(f"line {i}: row {a!r} is given twice (line {line_of[a]})", where=where)
+            line_of[a] = i
+            for t, cell in zip(targets, r[1:]):
+                src.append(a)
+                dst.append(t)
+                prob.append(number(cell.strip(), i))
+                lines.append(i)
+    source, target, p = np.array(src, dtype=object), np.array(dst, dtype=object), np.array(prob)
+    seen: set[tuple[str, str]] = set()
+    for a, b, line in zip(src, dst, lines):
+        if (a, b) in seen:
+            raise InputError(f"line {line}: transition {a!r} → {b!r} is given twice", where=where)
+        seen.add((a, b))
+    for a, line in line_of.items():
+        total = float(p[source == a].sum())
+        if abs(total - 1.0) > ROW_TOLERANCE:
+            raise InputError(f"row {a!r} (line {line}) sums to {total:.9g}, not 1", where=where)
+    return TransitionFile(where, source, target, p, line_of)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Pram(MicrodataMethod):
+    """PRAM: a categorical variable changed at random by an invariant transition matrix (001 §6).
+
+    Attributes:
+        variable: the categorical variable to perturb (e.g. small_area).
+        within: strata that every change stays inside (e.g. area); the matrix is built, and
+            checked for invariance, per stratum.
+        retention: probability that a unit of a stratum's smallest category keeps its value
+            (larger categories keep theirs more often, so expected counts stay; seed 001 §6).
+        matrix: transition matrix file (CSV from,to,p or a square table) instead of retention.
+        household: a household variable: whole households change together (the variable and the
+            strata must be household-level); none: every record on its own.
+    """
+
+    name: ClassVar[str] = "pram"
+    random: ClassVar[bool] = True
+
+    variable: str = parameter(check=Text(identifier=True))
+    within: tuple[str, ...] = parameter((), check=TextList(min_items=0))
+    retention: float | None = parameter(None, check=Optional(Real(min=0, max=1)))
+    matrix: str | None = parameter(None, check=Optional(File()))
+    household: str | None = parameter(None, check=Optional(Text(identifier=True)))
+
+    def validate(self) -> None:
+        if (self.retention is None) == (self.matrix is None):
+            raise InputError(f"PRAM needs either {param('retention')} or {param('matrix')} (one of them)")
+        if self.variable in self.within:
+            raise InputError(f"{param('within')} cannot hold the perturbed variable {self.variable!r}")
+        if self.household is not None and self.household in (self.variable, *self.within):
+            raise InputError(f"the household variable {self.household!r} cannot be perturbed or a stratum")
+        object.__setattr__(self, "_matrix", read_matrix(self.matrix) if self.matrix is not None else None)
+
+    @classmethod
+    def examples(cls) -> Examples:
+        from tabsafe.protect.swapping.examples import population
+
+        return Examples(
+            typical=(cls(variable="small_area", within=("area",), retention=0.8, household="household_id"),
+                     cls(variable="age", retention=0.9)),
+            identity=cls(variable="small_area", within=("area",), retention=1.0, household="household_id"),
+            data=population(),
+        )
+
+    def columns(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([self.variable, *self.within, *([self.household] if self.household else [])]))
+
+    def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
+        assert seed is not None  # a random method always gets one
+        table = microdata.read()
+        return pram_records(table, self, seed, where=microdata.source.describe())
+
+
+def pram_records(table: pa.Table, method: Pram, seed: int, *, where: str) -> MicrodataOutcome:
+    """Apply PRAM to ``table`` (module docstring); draws per stratum from the stratum's stream."""
+    import pyarrow as pa
+
+    from tabsafe._arrow import from_numpy
+    from tabsafe.protect.swapping._matching import area_key, stream
+    from tabsafe.protect.swapping._population import (
+        check_columns,
+        check_constant,
+        column_codes,
+        combine,
+        households,
+    )
+
+    wanted = [(method.variable, "variable"), *((v, "within") for v in method.within)]
+    if method.household is not None:
+        wanted.append((method.household, "household"))
+    check_columns(table, wanted, where=where)
+    hh = households(table, method.household, option="household", where=where)
+    var = column_codes(table, method.variable, option="variable", where=where)
+    strata_codes = [column_codes(table, v, option="within", where=where) for v in method.within]
+    check_constant(table, hh, var, method.variable, what="has two values of the perturbed variable", where=where)
+    for name, codes in zip(method.within, strata_codes):
+        check_constant(table, hh, codes, name, what="lies in two strata", where=where)
+    n_units = hh.n
+    cat = var.codes[hh.first]
+    stratum, n_strata = combine([c.codes[hh.first] for c in strata_codes], [c.n for c in strata_codes], n_units,
+                                dense=True)
+    stratum_label = _stratum_labels(strata_codes, hh.first, stratum, n_strata)
+    # counts per (stratum, category)
+    counts = np.bincount(stratum * var.n + cat, minlength=n_strata * var.n).reshape(n_strata, var.n)
+
+    u = np.empty((2, n_units))
+    order = np.argsort(stratum, kind="stable")
+    sizes = np.bincount(stratum, minlength=n_strata)
+    start = 0
+    for s, size in enumerate(sizes):
+        if size == 0:
+            continue
+        idx = order[start:start + size]
+        start += size
+        gen = stream(seed, 2, area_key(stratum_label[s])) if method.within else stream(seed, 1)
+        u[:, idx] = gen.random((2, int(size)))
+
+    transitions = method._matrix
+    if transitions is None:
+        new = _draw_invariant(cat, stratum, counts, float(method.retention), u)  # type: ignore[arg-type]
+        note = (f"retention {method.retention:g}: a unit of a stratum's smallest category keeps its value with that "
+                "probability, larger categories more often, so expected counts stay (seed 001 §6)")
+    else:
+        new = _draw_from_file(cat, stratum, counts, var.labels, transitions, stratum_label, method, u)
+        note = f"transition matrix {transitions.path}: invariant for the data in every stratum"
+    changed_unit = new != cat
+    data = table
+    if changed_unit.any():
+        # each category's value is taken from a record that has it, so the column keeps its type
+        rep = np.full(var.n, -1, dtype=np.int64)
+        rep[var.codes[::-1]] = np.arange(var.codes.size - 1, -1, -1)
+        src = rep[new[hh.of_record]]
+        i = data.schema.get_field_index(method.variable)
+        data = data.set_column(i, data.schema.field(i), data.column(method.variable).take(from_numpy(src)))
+    changed = changed_unit[hh.of_record]
+    evaluation = pa.Table.from_arrays([from_numpy(changed)], names=["changed"])
+    n_changed = int(changed_unit.sum())
+    figures = {"units": n_units, "units_changed": n_changed,
+               "share_changed": round(n_changed / n_units, 6) if n_units else 0.0,
+               "records_changed": int(changed.sum())}
+    return MicrodataOutcome(data=data, evaluation=evaluation, figures=figures, notes=(note,))
+
+
+def _stratum_labels(codes: list[Any], first: np.ndarray, stratum: np.ndarray, n_strata: int) -> list[str]:
+    """Each stratum as text ("A1" or "A1|x"): what its random stream is keyed by."""
+    if not codes:
+        return ["(all)"] * n_strata
+    _, first_unit = np.unique(stratum, return_index=True)
+    labels = ["|".join(c.labels[int(c.codes[first[unit]])] for c in codes) for unit in first_unit]
+    return labels
+
+
+def _draw_invariant(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, retention: float,
+                    u: np.ndarray) -> np.ndarray:
+    """New categories by seed 001 §6's matrix: move with probability ``p·x_min/x_i``, then to
+    one of the stratum's other categories, each equally likely."""
+    present = counts > 0
+    m = present.sum(axis=1)  # categories per stratum
+    x_min = np.where(present, counts, np.iinfo(np.int64).max).min(axis=1)
+    x = counts[stratum, cat].astype(float)
+    move = (1.0 - retention) * x_min[stratum] / x
+    moves = (u[0] < move) & (m[stratum] > 1)
+    # the stratum's categories in code order, and each unit's place among them
+    cats_sorted = np.flatnonzero(present.ravel())  # stratum * n_cat + category, sorted
+    n_cat = counts.shape[1]
+    offset = np.concatenate([[0], np.cumsum(m)])
+    local = np.searchsorted(cats_sorted, stratum * n_cat + cat) - offset[stratum]
+    r = np.minimum((u[1] * (m[stratum] - 1)).astype(np.int64), np.maximum(m[stratum] - 2, 0))
+    r = np.where(r >= local, r + 1, r)  # skip the unit's own category
+    new = cats_sorted[np.minimum(offset[stratum] + r, cats_sorted.size - 1)] % n_cat
+    return np.where(moves, new, cat)
+
+
+def _draw_from_file(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, labels: list[str],
+                    tf: TransitionFile, stratum_label: list[str], method: Pram, u: np.ndarray) -> np.ndarray:
+    """New categories by a matrix read from a file, after checking it covers and keeps the data."""
+    code_of = {lab: i for i, lab in enumerate(labels)}
+    n_cat = len(labels)
+    rows_present = set(tf.row_line)
+    for i, lab in enumerate(labels):
+        if counts[:, i].any() and lab not in rows_present:
+            raise InputError(f"category {lab!r} of {param('variable')} {method.variable!r} has no row in the "
+                             "transition matrix", where=tf.path)
+    keep = np.array([a in code_of for a in tf.source], dtype=bool)
+    unknown_to = [b for a, b, p in zip(tf.source[keep], tf.target[keep], tf.p[keep]) if b not in code_of and p > 0]
+    if unknown_to:
+        # mass to a category the data do not have can never be invariant
+        b = unknown_to[0]
+        a = next(a for a, bb, p in zip(tf.source, tf.target, tf.p) if bb == b and p > 0 and a in code_of)
+        raise InputError(f"not invariant for the data: row {a!r} (line {tf.row_line[a]}) moves units to {b!r}, a "
+                         f"category the data of {method.variable!r} do not have", where=tf.path)
+    ok = keep & np.array([b in code_of for b in tf.target], dtype=bool)
+    src = np.array([code_of[a] for a in tf.source[ok]], dtype=np.int64)
+    dst = np.array([code_of[b] for b in tf.target[ok]], dtype=np.int64)
+    p = tf.p[ok]
+    dense = np.zeros((n_cat, n_cat))
+    dense[src, dst] = p
+    # invariance in every stratum: t P = t
+    expected = counts @ dense
+    gap = np.abs(expected - counts)
+    limit = INVARIANCE_TOLERANCE * np.maximum(counts.sum(axis=1, keepdims=True), 1)
+    if (gap > limit).any():
+        # name the category whose expected count moves most
+        s, j = (int(v) for v in np.unravel_index(np.argmax(np.where(gap > limit, gap, -1.0)), gap.shape))
+        lab = labels[j]
+        in_stratum = f" in {'/'.join(method.within)} {stratum_label[s]}" if method.within else ""
+        line = tf.row_line.get(lab)
+        row = f"row {lab!r} (line {line})" if line else f"category {lab!r}"
+        raise InputError(f"not invariant for the data{in_stratum}: {row}: PRAM would expect {expected[s, j]:.6g} "
+                         f"units in {lab!r}, the data have {int(counts[s, j])}", where=tf.path)
+    # inverse CDF per row: cumulative bounds offset by the row's code
+    o = np.lexsort((dst, src))
+    src, dst, p = src[o], dst[o], p[o]
+    cum = np.cumsum(p)
+    row_start = np.searchsorted(src, src, side="left")
+    base = np.concatenate([[0.0], cum])[row_start]
+    bound = src + (cum - base)
+    last = np.append(src[1:] != src[:-1], True)
+    bound[last] = src[last] + 1.0  # rows sum to 1 up to rounding: close them exactly
+    pos = np.searchsorted(bound, cat + u[0], side="right")
+    return dst[np.minimum(pos, dst.size - 1)]

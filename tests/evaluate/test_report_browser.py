@@ -1,8 +1,8 @@
-"""The evaluation report in headless Chromium: two tables × six methods (a microdata method among
-them, alone and chained with the cell key method), rendered with no console error and no request
-leaving the file; the measure tables and the R-U maps are on the page (DOM), every point of the
-maps is a setting; the screenshot is kept in tests/evaluate/artifacts/ (not in git) for a person
-to look at."""
+"""The evaluation report in headless Chromium: two tables × five methods in seven settings (three
+microdata methods among them, one alone and chained with the cell key method), rendered with no
+console error and no request leaving the file; the measure tables and the R-U maps are on the
+page (DOM), every point of the maps is a setting; the screenshot is kept in
+tests/evaluate/artifacts/ (not in git) for a person to look at."""
 
 from __future__ import annotations
 
@@ -25,10 +25,11 @@ SWAP = {"geography": ["region", "area"], "risk_vars": ["sex", "age"], "k": 2, "s
 CKM = {"max_noise": 3, "variance": 2, "js": 1}
 SETTINGS = [
     {"label": "cell key D3 V2", "method": "ckm", "params": CKM},
-    {"label": "random rounding base 3", "method": "round", "params": {"mode": "random", "base": 3}},
-    {"label": "controlled rounding base 3", "method": "controlled-round", "params": {"base": 3}},
+    {"label": "cell key D5 V3", "method": "ckm", "params": {"max_noise": 5, "variance": 3, "js": 2}},
     {"label": "threshold 3 + secondary", "method": "suppress", "params": {"min_freq": 3}},
-    {"label": "targeted swap 10%", "method": "targeted-swap", "params": SWAP},
+    {"label": "targeted swap", "method": "targeted-swap", "params": SWAP},
+    {"label": "random swap 10%", "method": "random-swap",
+     "params": {"geography": ["region", "area"], "swaprate": 0.1, "similar": [["household_size"]]}},
     {"label": "targeted swap, then cell key", "chain": [{"method": "targeted-swap", "params": SWAP},
                                                         {"method": "ckm", "params": CKM}]},
     {"label": "PRAM small area", "method": "pram",
@@ -62,9 +63,9 @@ def test_report_renders_with_tables_and_map(small_census, tmp_path: Path, browse
     names = {s.get("method") for s in SETTINGS} - {None}
     missing = sorted(names - set(method_names()))
     assert not missing, f"methods not registered: {missing}"
-    assert any(get_method(n).kind == "microdata" for n in names)
+    assert len(names) >= 5 and any(get_method(n).kind == "microdata" for n in names)
     config = {
-        "title": "Small census: six methods",
+        "title": "Small census: five methods, seven settings",
         "data": str(small_census.persons),
         "seed": 2026,
         "tables": {

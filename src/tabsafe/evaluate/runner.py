@@ -165,24 +165,7 @@ def _flatten(data: Mapping[str, Any], prefix: str = "") -> list[tuple[str, str, 
 
 def _read_records(md: Any) -> Any:
     """The records of a microdata source as one Arrow table."""
-    import pyarrow as pa
-
-    src = md.source
-    if hasattr(src, "table"):
-        return src.table
-    reader = getattr(md, "read", None)
-    if callable(reader):
-        return reader()
-    if src.format == "parquet":
-        import pyarrow.parquet as pq
-
-        return pq.read_table(src.path)
-    import pyarrow.csv as pacsv
-
-    with open(src.path, encoding="utf-8-sig") as f:
-        header = f.readline().strip().split(",")
-    return pacsv.read_csv(src.path, convert_options=pacsv.ConvertOptions(
-        column_types={h: pa.string() for h in header}, strings_can_be_null=True, null_values=[""]))
+    return md.read()
 
 
 def record_cells(records: Any, dimensions: Sequence[Any], where: Any = None) -> np.ndarray:

@@ -543,8 +543,8 @@ def _section_params(ev: Evaluation) -> str:
     for i, run in enumerate(ev.runs, 1):
         steps = []
         for m, s in zip(run.setting.methods, run.step_seeds):
-            steps.append(f"<b>{_e(m.name)}</b> seed {_e(s if s is not None else '–')}<br>"
-                         f"<code>{_e(json.dumps(m.params(), default=str))}</code>")
+            seed = f" seed {_e(s)}" if m.random and s is not None else " (deterministic)"
+            steps.append(f"<b>{_e(m.name)}</b>{seed}<br><code>{_e(json.dumps(m.params(), default=str))}</code>")
         rows.append(f'<tr><td>{i}</td><td class="l">{_e(run.setting.label)}</td>'
                     f'<td>{_e(run.seed if run.seed is not None else "–")}</td><td class="l">{"<br>".join(steps)}</td>'
                     "</tr>")

@@ -374,9 +374,8 @@ def _run_setting(config: EvaluationConfig, number: int, setting: Setting,
     from tabsafe.pipeline import Chain, step_seeds
 
     chain = Chain(setting.methods)
-    seed = setting.seed
-    if chain.random and seed is None:
-        seed = draw_seed()
+    # a deterministic setting has no seed to record; a random one without a seed draws one
+    seed = (setting.seed if setting.seed is not None else draw_seed()) if chain.random else None
     seeds = step_seeds(seed, len(chain.methods))
     data = state.md
     micro_reports = []

@@ -73,7 +73,8 @@ def demo_settings(params: Mapping[str, Mapping[str, Any]], *,
 
 
 def write_demo_report(microdata: Any, census_dir: Path, folder: Path, *, seed: int,
-                      params: Mapping[str, Mapping[str, Any]]) -> Path:
+                      params: Mapping[str, Mapping[str, Any]],
+                      tables: Mapping[str, tuple[tuple[str, ...], dict[str, str], str]] | None = None) -> Path:
     """Run every registered method on the demo tables and write ``folder / "report.html"``.
 
     Args:
@@ -83,6 +84,7 @@ def write_demo_report(microdata: Any, census_dir: Path, folder: Path, *, seed: i
         folder: where the report goes (the demo's output folder).
         seed: the seed of every setting.
         params: parameters per method name (the demo's protections).
+        tables: the tables (default :data:`DEMO_TABLES`).
     """
     import os
 
@@ -93,14 +95,14 @@ def write_demo_report(microdata: Any, census_dir: Path, folder: Path, *, seed: i
     def shown(path: Path) -> str:
         return os.path.relpath(path, folder)
 
-    tables = []
-    for name, (by, files, rows) in DEMO_TABLES.items():
+    configs = []
+    for name, (by, files, rows) in (DEMO_TABLES if tables is None else tables).items():
         paths = {v: Path(census_dir) / "hierarchies" / f for v, f in files.items()}
-        tables.append(TableConfig(name, by, {v: Hierarchy.from_file(p) for v, p in paths.items()},
-                                  {v: shown(p) for v, p in paths.items()}, None, rows, None))
+        configs.append(TableConfig(name, by, {v: Hierarchy.from_file(p) for v, p in paths.items()},
+                                   {v: shown(p) for v, p in paths.items()}, None, rows, None))
     settings, left_out = demo_settings(params, seed=seed)
     config = EvaluationConfig(
-        data=microdata, data_path=shown(Path(census_dir) / "persons.parquet"), tables=tuple(tables),
+        data=microdata, data_path=shown(Path(census_dir) / "persons.parquet"), tables=tuple(configs),
         settings=tuple(settings), measures=MeasureOptions(), seed=seed,
         title="Synthetic census: protection methods side by side", source="tabsafe demo",
     )

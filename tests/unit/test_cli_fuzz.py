@@ -19,8 +19,9 @@ from tabsafe.cli import COMMANDS, build_parser, main
 #: Commands whose run starts a server or builds a large census are driven elsewhere.
 SKIP = {"serve", "demo"}
 #: Options that name files the command writes.
-OUTPUT_OPTIONS = {"--out", "--report", "--evaluation", "--summary", "--plot", "--log-json", "--json", "--csv",
-                  "--releases"}
+OUTPUT_OPTIONS = {"--out", "--report", "--evaluation", "--summary", "--plot", "--log-json"}
+#: Options that name outputs of one command only (a folder among them).
+COMMAND_OUTPUTS = {"evaluate": {"--json", "--csv", "--releases"}}
 
 
 def _actions(command: str, extra: list[str]) -> list[argparse.Action]:
@@ -38,12 +39,24 @@ def _values(small: object, tmp: Path) -> st.SearchStrategy[str]:
     ])
 
 
-def _outputs(argv: list[str]) -> list[Path]:
-    out = []
+def _served(census: object, tmp: Path) -> Path:
+    """A data folder of its own for the table builder's key store (the census fixture is shared)."""
+    import shutil
+
+    folder = tmp / "served"
+    folder.mkdir()
+    for name in ("persons.parquet", "meta.yaml"):
+        shutil.copy(Path(census.directory) / name, folder / name)  # type: ignore[attr-defined]
+    return folder
+
+
+def _outputs(argv: list[str], options: set[str] = OUTPUT_OPTIONS) -> list[Path]:
+    """The files the command line names as outputs (an option given twice: its last value)."""
+    out: dict[str, Path] = {}
     for flag, value in zip(argv, argv[1:]):
-        if flag in OUTPUT_OPTIONS and value:
-            out.append(Path(value))
-    return out
+        if flag in options and value:
+            out[flag] = Path(value)
+    return list(out.values())
 
 
 @pytest.mark.parametrize("command", sorted(set(COMMANDS) - SKIP))
@@ -61,27 +74,31 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
         "synth": ["--persons", "300"],
         "ptable": ["--max-noise", "3", "--variance", "2"],
         "risk": [persons, "--by", "sex", "--min-freq", "3"],
+        "swap": [persons, "--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3",
+                 "--swaprate", "0.05", "--seed", "1"],
+        "keys-admin": ["--data", str(_served(small_census, tmp)), "list"],
         "measure": ["info-gain", "--method", "ckm", "--max-noise", "3", "--variance", "2"],
         "evaluate": [str(config)],
     }.get(command, [])
     actions = _actions(command, base)
     flags = [a for a in actions if a.option_strings[-1] != "--log-json"]
+    output_options = OUTPUT_OPTIONS | COMMAND_OUTPUTS.get(command, set())
 
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(st.lists(st.tuples(st.sampled_from(flags), _values(small_census, tmp)), max_size=6),
-           st.sampled_from([".csv", ".parquet", ".json", ".txt", ".html", ""]))
+           st.sampled_from([".csv", ".parquet", ".json", ".txt", ""]))
     def check(chosen: list[tuple[argparse.Action, str]], suffix: str) -> None:
         argv = [command, *base]
         for i, (action, value) in enumerate(chosen):
             flag = action.option_strings[-1]
-            if flag in OUTPUT_OPTIONS:
+            if flag in output_options:
                 value = str(tmp / f"o{len(argv)}_{i}{suffix}")
             argv.append(flag)
             if action.nargs != 0:
                 argv.append(value)
         if "--out" not in argv and any(a.option_strings[-1] == "--out" for a in actions):
             argv += ["--out", str(tmp / f"main{len(argv)}{suffix}")]
-        outputs = _outputs(argv)
+        outputs = _outputs(argv, output_options)
         before = {p: p.exists() for p in outputs}
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):

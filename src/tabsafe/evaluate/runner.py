@@ -288,7 +288,8 @@ def _method_measures(setting: Setting, options: MeasureOptions, micro_reports: S
             out["differencing"] = diffs
     swap = risky_unswapped(micro_reports)
     if swap is not None:
-        out["risky_unswapped"] = swap
+        # the share only: the number of risky households is one of swapping's private figures
+        out["risky_unswapped"] = {"share": swap["share"]}
     return out
 
 

@@ -145,9 +145,13 @@ def build_method(name: str, params: Mapping[str, Any] | None = None) -> Any:
     return get_method(name).from_params(dict(params or {}))
 
 
-def get_engine(name: str | Any = "duckdb") -> Any:
-    """An engine by name (an engine object is returned as it is)."""
+def get_engine(name: str | Any = "duckdb", **options: Any) -> Any:
+    """An engine by name, built with ``options`` (a config file's engine settings, e.g. Spark's
+    ``master``); an engine object is returned as it is."""
     if not isinstance(name, str):
         return name
     factory = _load(ENGINE_GROUP, name)
-    return factory()
+    try:
+        return factory(**options)
+    except TypeError as exc:
+        raise InputError(f"engine {name!r} does not take these settings: {exc}") from None

@@ -19,6 +19,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -193,8 +194,8 @@ def _geography(rng: np.random.Generator, n_areas: int, n_small: int) -> tuple[li
     return out, w / w.sum()
 
 
-def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: int = 5000) -> tuple[pa.Table, pa.Table, list[tuple[str, str, str]]]:
-    """Generate persons and households in memory (see the module docstring)."""
+def _sizes(n_persons: int, n_areas: int, n_small_areas: int) -> tuple[int, int]:
+    """Check the requested sizes; small censuses get fewer areas (at least 20 persons each)."""
     if n_persons < 1:
         raise InputError(f"{param('persons')} must be at least 1, got {n_persons}")
     if n_areas < 2 or n_small_areas < n_areas:
@@ -202,10 +203,20 @@ def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: in
                          f"{param('areas')}; got {n_areas} and {n_small_areas}")
     n_areas = max(2, min(n_areas, n_persons // 20 or 2))
     n_small_areas = max(n_areas, min(n_small_areas, n_persons // 5 or n_areas))
+    return n_areas, n_small_areas
+
+
+def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: int = 5000) -> tuple[pa.Table, pa.Table, list[tuple[str, str, str]]]:
+    """Generate persons and households in memory (see the module docstring)."""
+    n_areas, n_small_areas = _sizes(n_persons, n_areas, n_small_areas)
     rng = np.random.default_rng(seed)
     geo, geo_w = _geography(rng, n_areas, n_small_areas)
+    persons, households = _population(rng, n_persons, geo, geo_w)
+    return persons, households, geo
 
-    # Households: sizes 1..8 (6+ coded together); persons are laid out household by household.
+
+def _households(rng: np.random.Generator, n_persons: int, geo_w: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Household sizes (1..8, summing to ``n_persons``) and each household's small area."""
     size_p = np.array([0.30, 0.34, 0.155, 0.135, 0.045, 0.015, 0.007, 0.003])
     n_hh_guess = int(1.2 * n_persons / float((np.arange(1, 9) * size_p).sum())) + 10
     sizes = rng.choice(np.arange(1, 9), size=n_hh_guess, p=size_p)
@@ -213,7 +224,49 @@ def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: in
     n_hh = int(np.searchsorted(cum, n_persons) + 1)
     sizes = sizes[:n_hh].copy()
     sizes[-1] -= int(cum[n_hh - 1] - n_persons)
-    hh_geo = rng.choice(len(geo), size=n_hh, p=geo_w)
+    hh_geo = rng.choice(len(geo_w), size=n_hh, p=geo_w)
+    return sizes, hh_geo
+
+
+def _cat(values: np.ndarray, codes: Sequence[str]) -> pa.Array:
+    """Codes as a dictionary array: an index per unit into the codes (no string per unit)."""
+    return pa.DictionaryArray.from_arrays(pa.array(np.asarray(values, dtype=np.int32)), pa.array(list(codes)))
+
+
+class _GeoCodes:
+    """The geography's codes as dictionary columns, indexed by small area."""
+
+    def __init__(self, geo: list[tuple[str, str, str]]) -> None:
+        self.regions = sorted({r for r, _, _ in geo})
+        self.areas = sorted({a for _, a, _ in geo})
+        self.region_of = np.array([self.regions.index(r) for r, _, _ in geo], dtype=np.int32)
+        area_pos = {a: i for i, a in enumerate(self.areas)}
+        self.area_of = np.array([area_pos[a] for _, a, _ in geo], dtype=np.int32)
+        self.small_codes = [s_ for _, _, s_ in geo]
+
+    def columns(self, index: np.ndarray) -> dict[str, pa.Array]:
+        return {"region": _cat(self.region_of[index], self.regions), "area": _cat(self.area_of[index], self.areas),
+                "small_area": _cat(index, self.small_codes)}
+
+
+def _household_table(sizes: np.ndarray, hh_geo: np.ndarray, codes: _GeoCodes, first_household: int) -> pa.Table:
+    return pa.table({
+        "household_id": pa.array(np.arange(first_household, first_household + sizes.size, dtype=np.int64)),
+        **codes.columns(hh_geo),
+        "household_size": _cat(np.minimum(sizes, 6) - 1, HOUSEHOLD_SIZE),
+        "persons": pa.array(sizes.astype(np.int16)),
+    })
+
+
+def _population(rng: np.random.Generator, n_persons: int, geo: list[tuple[str, str, str]], geo_w: np.ndarray, *,
+                first_person: int = 1, first_household: int = 1,
+                codes: _GeoCodes | None = None) -> tuple[pa.Table, pa.Table]:
+    """Persons and their households in the given geography, numbered from ``first_person`` and
+    ``first_household`` (the Spark generator makes the census chunk by chunk)."""
+    codes = codes or _GeoCodes(geo)
+    # Households: sizes 1..8 (6+ coded together); persons are laid out household by household.
+    sizes, hh_geo = _households(rng, n_persons, geo_w)
+    n_hh = sizes.size
     hh_id = np.repeat(np.arange(n_hh), sizes)
     first = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     member = np.arange(n_persons) - np.repeat(first, sizes)
@@ -256,43 +309,22 @@ def generate(n_persons: int, seed: int, *, n_areas: int = 200, n_small_areas: in
     rkey = rng.integers(0, 10**10, n_persons, dtype=np.int64) / 1e10
 
     person_geo = hh_geo[hh_id]
-    # geography as dictionary arrays: an index per unit into each level's codes (no strings per unit)
-    regions = sorted({r for r, _, _ in geo})
-    areas = sorted({a for _, a, _ in geo})
-    region_of = np.array([regions.index(r) for r, _, _ in geo], dtype=np.int32)
-    area_pos = {a: i for i, a in enumerate(areas)}
-    area_of = np.array([area_pos[a] for _, a, _ in geo], dtype=np.int32)
-    small_codes = [s_ for _, _, s_ in geo]
-
-    def cat(values: np.ndarray, codes: Sequence[str]) -> pa.Array:
-        return pa.DictionaryArray.from_arrays(pa.array(np.asarray(values, dtype=np.int32)), pa.array(list(codes)))
-
-    def geo_cols(index: np.ndarray) -> dict[str, pa.Array]:
-        return {"region": cat(region_of[index], regions), "area": cat(area_of[index], areas),
-                "small_area": cat(index, small_codes)}
-
     persons = pa.table({
-        "person_id": pa.array(np.arange(1, n_persons + 1, dtype=np.int64)),
-        "household_id": pa.array(hh_id + 1),
-        **geo_cols(person_geo),
-        "sex": cat(sex, SEX),
-        "age": cat(age, AGE_BANDS),
+        "person_id": pa.array(np.arange(first_person, first_person + n_persons, dtype=np.int64)),
+        "household_id": pa.array(hh_id + first_household),
+        **codes.columns(person_geo),
+        "sex": _cat(sex, SEX),
+        "age": _cat(age, AGE_BANDS),
         "age_year": pa.array(age_year.astype(np.int16)),
-        "activity": cat(activity, ACTIVITY),
-        "occupation": cat(occupation, OCCUPATION),
-        "education": cat(education, EDUCATION),
-        "citizenship": cat(citizenship, CITIZENSHIP),
-        "household_size": cat(np.minimum(hh_size, 6) - 1, HOUSEHOLD_SIZE),
+        "activity": _cat(activity, ACTIVITY),
+        "occupation": _cat(occupation, OCCUPATION),
+        "education": _cat(education, EDUCATION),
+        "citizenship": _cat(citizenship, CITIZENSHIP),
+        "household_size": _cat(np.minimum(hh_size, 6) - 1, HOUSEHOLD_SIZE),
         "income": pa.array(income),
         "rkey": pa.array(rkey),
     })
-    households = pa.table({
-        "household_id": pa.array(np.arange(1, n_hh + 1, dtype=np.int64)),
-        **geo_cols(hh_geo),
-        "household_size": cat(np.minimum(sizes, 6) - 1, HOUSEHOLD_SIZE),
-        "persons": pa.array(sizes.astype(np.int16)),
-    })
-    return persons, households, geo
+    return persons, _household_table(sizes, hh_geo, codes, first_household)
 
 
 def hierarchies(geo: list[tuple[str, str, str]]) -> dict[str, Hierarchy]:
@@ -340,37 +372,129 @@ def synth_census(n_persons: int, seed: int, out: str | os.PathLike[str], *, n_ar
     with folder as tmp:
         pq.write_table(persons, tmp / "persons.parquet", row_group_size=256_000)
         pq.write_table(households, tmp / "households.parquet")
-        (tmp / "hierarchies").mkdir()
-        for name, h in hierarchies(geo).items():
-            path = tmp / "hierarchies" / name
-            if name.endswith(".hrc"):
-                path.write_text(h.to_hrc(), encoding="utf-8")
-            else:
-                path.write_text(yaml.safe_dump(h.to_tree(), sort_keys=False), encoding="utf-8")
-        meta = {
-            "description": f"synthetic census, {n_persons} persons, seed {seed}",
-            "record_key": "rkey",
-            "variables": {
-                "region": {"codes": sorted({r for r, _, _ in geo})},
-                "area": {"codes": sorted({a for _, a, _ in geo})},
-                "small_area": {"codes": [s for _, _, s in geo]},
-                "sex": {"codes": list(SEX), "labels": {"1": "male", "2": "female"}},
-                "age": {"codes": list(AGE_BANDS)},
-                "age_year": {"codes": [str(y) for y in range(105)]},
-                "activity": {"codes": list(ACTIVITY)},
-                "occupation": {"codes": list(OCCUPATION)},
-                "education": {"codes": list(EDUCATION)},
-                "citizenship": {"codes": list(CITIZENSHIP)},
-                "household_size": {"codes": list(HOUSEHOLD_SIZE)},
-            },
-            "hierarchies": {
-                "small_area": "hierarchies/small_area.hrc",
-                "area": "hierarchies/area.hrc",
-                "age": "hierarchies/age.yaml",
-                "age_year": "hierarchies/age_year.hrc",
-            },
-        }
-        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-        (tmp / "meta.yaml").write_text(yaml.dump(meta, Dumper=dumper, sort_keys=False), encoding="utf-8")
+        _write_meta(tmp, geo, f"synthetic census, {n_persons} persons, seed {seed}")
     return SynthResult(out, out / "persons.parquet", out / "households.parquet", out / "meta.yaml",
                        persons.num_rows, households.num_rows)
+
+
+def _write_meta(tmp: Path, geo: list[tuple[str, str, str]], description: str) -> None:
+    """``meta.yaml`` (codelists, record key, hierarchy files) and ``hierarchies/``."""
+    (tmp / "hierarchies").mkdir()
+    for name, h in hierarchies(geo).items():
+        path = tmp / "hierarchies" / name
+        if name.endswith(".hrc"):
+            path.write_text(h.to_hrc(), encoding="utf-8")
+        else:
+            path.write_text(yaml.safe_dump(h.to_tree(), sort_keys=False), encoding="utf-8")
+    meta = {
+        "description": description,
+        "record_key": "rkey",
+        "variables": {
+            "region": {"codes": sorted({r for r, _, _ in geo})},
+            "area": {"codes": sorted({a for _, a, _ in geo})},
+            "small_area": {"codes": [s for _, _, s in geo]},
+            "sex": {"codes": list(SEX), "labels": {"1": "male", "2": "female"}},
+            "age": {"codes": list(AGE_BANDS)},
+            "age_year": {"codes": [str(y) for y in range(105)]},
+            "activity": {"codes": list(ACTIVITY)},
+            "occupation": {"codes": list(OCCUPATION)},
+            "education": {"codes": list(EDUCATION)},
+            "citizenship": {"codes": list(CITIZENSHIP)},
+            "household_size": {"codes": list(HOUSEHOLD_SIZE)},
+        },
+        "hierarchies": {
+            "small_area": "hierarchies/small_area.hrc",
+            "area": "hierarchies/area.hrc",
+            "age": "hierarchies/age.yaml",
+            "age_year": "hierarchies/age_year.hrc",
+        },
+    }
+    dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+    (tmp / "meta.yaml").write_text(yaml.dump(meta, Dumper=dumper, sort_keys=False), encoding="utf-8")
+
+
+# ------------------------------------------------------------------------------ on Spark
+#: Persons per chunk of the Spark generator. Fixed, so the census depends on the seed and the
+#: sizes only, never on the cluster's parallelism.
+SPARK_CHUNK = 1_000_000
+
+_PERSON_SCHEMA = (
+    "person_id BIGINT, household_id BIGINT, region STRING, area STRING, small_area STRING, sex STRING, "
+    "age STRING, age_year SMALLINT, activity STRING, occupation STRING, education STRING, citizenship STRING, "
+    "household_size STRING, income DOUBLE, rkey DOUBLE"
+)
+_HOUSEHOLD_SCHEMA = ("household_id BIGINT, region STRING, area STRING, small_area STRING, household_size STRING, "
+                     "persons SMALLINT")
+
+
+def _plain(table: pa.Table) -> pa.RecordBatch:
+    """Dictionary columns as plain strings (Spark takes Arrow batches of its own types)."""
+    cols = [c.cast(c.type.value_type) if pa.types.is_dictionary(c.type) else c for c in table.columns]
+    return pa.Table.from_arrays(cols, names=table.column_names).combine_chunks().to_batches()[0]
+
+
+class _ChunkGenerator:
+    """What a Spark task runs: the persons (or only the households) of the chunks it is given.
+
+    Chunk ``i`` draws from its own generator seeded with ``(seed, i)``, so every chunk is the same
+    whichever task, executor or run makes it. Household numbers start at the chunk's first person
+    number (a chunk has at most as many households as persons), so they are unique without any
+    coordination between tasks.
+    """
+
+    def __init__(self, seed: int, n_persons: int, chunk: int, geo: list[tuple[str, str, str]],
+                 geo_w: np.ndarray, households_only: bool) -> None:
+        self.seed, self.n_persons, self.chunk = seed, n_persons, chunk
+        self.geo, self.geo_w, self.households_only = geo, geo_w, households_only
+
+    def __call__(self, batches: Any) -> Any:
+        codes = _GeoCodes(self.geo)
+        for batch in batches:
+            for i in batch.column(0).to_pylist():
+                first = i * self.chunk + 1
+                n = min(self.chunk, self.n_persons - i * self.chunk)
+                rng = np.random.default_rng([self.seed, i])
+                if self.households_only:
+                    sizes, hh_geo = _households(rng, n, self.geo_w)
+                    yield _plain(_household_table(sizes, hh_geo, codes, first))
+                else:
+                    persons, _ = _population(rng, n, self.geo, self.geo_w, first_person=first,
+                                             first_household=first, codes=codes)
+                    yield _plain(persons)
+
+
+def synth_census_spark(n_persons: int, seed: int, out: str | os.PathLike[str], *, n_areas: int = 200,
+                       n_small_areas: int = 5000, engine: Any = None, chunk: int = SPARK_CHUNK) -> SynthResult:
+    """The synthetic census generated on Spark, chunk by chunk: a national census (60M persons)
+    without holding it in one process's memory.
+
+    The geography is drawn on the driver exactly as :func:`generate` draws it (same seed, same
+    areas and weights); the persons of chunk ``i`` (``chunk`` persons each) are drawn in a Spark
+    task from a generator seeded with ``(seed, i)``. The output is therefore deterministic — the
+    same seed and sizes give the same census on any cluster — but it is **not** the census
+    :func:`synth_census` writes for the same seed (that one draws every person from one
+    generator); its distributions are the same. ``persons.parquet`` and ``households.parquet``
+    are Parquet folders (one file per task), which every engine reads as one data set.
+    """
+    from tabsafe.engines.spark import SparkEngine, spark_errors
+    from tabsafe.io import OutputFolder
+
+    folder = OutputFolder(out, SYNTH_ENTRIES)
+    out = Path(out)
+    n_areas, n_small_areas = _sizes(n_persons, n_areas, n_small_areas)
+    if chunk < 1:
+        raise InputError(f"chunk must be at least 1, got {chunk}")
+    geo, geo_w = _geography(np.random.default_rng(seed), n_areas, n_small_areas)
+    spark = (engine if engine is not None else SparkEngine()).spark()
+    n_chunks = -(-n_persons // chunk)
+    ids = spark.range(0, n_chunks, 1, numPartitions=n_chunks)
+    with folder as tmp, spark_errors("the Spark job failed", where=str(out)):
+        persons = ids.mapInArrow(_ChunkGenerator(seed, n_persons, chunk, geo, geo_w, False), _PERSON_SCHEMA)
+        persons.write.parquet(str(tmp / "persons.parquet"))
+        households = ids.mapInArrow(_ChunkGenerator(seed, n_persons, chunk, geo, geo_w, True), _HOUSEHOLD_SCHEMA)
+        households.write.parquet(str(tmp / "households.parquet"))
+        n_households = spark.read.parquet(str(tmp / "households.parquet")).count()
+        _write_meta(tmp, geo, f"synthetic census, {n_persons} persons, seed {seed}, generated on Spark in chunks "
+                              f"of {chunk} persons")
+    return SynthResult(out, out / "persons.parquet", out / "households.parquet", out / "meta.yaml",
+                       n_persons, int(n_households))

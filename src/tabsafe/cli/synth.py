@@ -14,14 +14,21 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("--small-areas", type=positive_int, default=5000,
                         help="small areas (the lowest geography level, e.g. 180000 output areas; default 5000)")
     parser.add_argument("--seed", type=seed_int, default=1, help="random seed (default 1)")
+    parser.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
+                        help="duckdb: generate in this process (the default); spark: generate on Spark in chunks of "
+                             "1,000,000 persons, each from its own seed (deterministic, for national sizes such as "
+                             "60,000,000 persons; not the same persons as the default for the same seed)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output folder: new, empty, or holding an earlier synthetic census (which is replaced)")
 
 
 def run(args: argparse.Namespace) -> int:
-    from tabsafe.synth import synth_census
+    if args.engine == "spark":
+        from tabsafe.synth import synth_census_spark as make
+    else:
+        from tabsafe.synth import synth_census as make
 
-    result = synth_census(args.persons, args.seed, args.out, n_areas=args.areas, n_small_areas=args.small_areas)
+    result = make(args.persons, args.seed, args.out, n_areas=args.areas, n_small_areas=args.small_areas)
     print(f"wrote {result.n_persons:,} persons in {result.n_households:,} households to {result.directory}/")
     print(f"  {result.persons}\n  {result.households}\n  {result.meta}\n  {result.directory}/hierarchies/")
     return 0

@@ -29,6 +29,9 @@ class Dialect:
     name: str
     text_type: str  # the SQL type of text ("VARCHAR", "STRING")
     string_escape_backslash: bool = False  # Spark: backslash escapes in string literals
+    # Aggregate records to inner cells before the grouping sets: for engines that copy every
+    # input row once per grouping set (Spark's Expand), so they copy inner cells, not records.
+    pre_aggregate: bool = False
 
     def ident(self, name: str) -> str:
         """A quoted identifier."""
@@ -53,9 +56,28 @@ class Dialect:
     def as_bigint(self, expr: str) -> str:
         return f"CAST({expr} AS BIGINT)"
 
-    def as_decimal(self, expr: str, digits: int) -> str:
-        """An exact decimal: sums of it are exact in every engine."""
-        return f"CAST({self.as_number(expr)} AS DECIMAL(38, {int(digits)}))"
+    def as_units(self, expr: str, digits: int) -> str:
+        """The value in whole units of ``10^-digits``, as an exact decimal integer: sums of it are
+        exact, and the same in every engine.
+
+        The rounding is spelled out (half away from zero of the double ``x · 10^digits``) rather
+        than left to each engine's cast to ``DECIMAL(38, digits)``: DuckDB's and Spark's casts
+        round ties differently (1.005 → 1.00 in DuckDB, 1.01 in Spark), while ``round`` of a double
+        is half away from zero in both. Exact below 2^53 units."""
+        return f"CAST(round({self.as_number(expr)} * 1e{int(digits)}) AS DECIMAL(38, 0))"
+
+    def fraction(self, expr: str) -> str:
+        """``x - floor(x)`` (in [0, 1) for finite x). Spark's ``floor`` returns a BIGINT and
+        overflows beyond 2^63, so Spark takes the remainder instead."""
+        if self.name == "spark":
+            return f"pmod({expr}, 1)"
+        return f"(({expr}) - floor({expr}))"
+
+    def not_finite(self, expr: str) -> str:
+        """True for NaN and ±infinity (Spark has no ``isinf``)."""
+        if self.name == "spark":
+            return f"(isnan({expr}) OR abs({expr}) = CAST('Infinity' AS DOUBLE))"
+        return f"(isnan({expr}) OR isinf({expr}))"
 
     def mod(self, a: str, b: str) -> str:
         return f"pmod({a}, {b})" if self.name == "spark" else f"(({a}) % ({b}))"
@@ -63,7 +85,10 @@ class Dialect:
     def grouping_id(self, exprs: list[str]) -> str:
         """The bitmask of the grouped-out expressions (first expression most significant)."""
         if self.name == "spark":
-            return f"grouping_id({', '.join(exprs)})"
+            # Spark's grouping_id() must list every grouping column in the order Spark collected
+            # them from the sets (not ours); one grouping() bit per expression is the same mask.
+            n = len(exprs)
+            return " + ".join(f"CAST(grouping({e}) AS BIGINT) * {1 << (n - 1 - i)}" for i, e in enumerate(exprs))
         return f"GROUPING({', '.join(exprs)})"
 
     def filter_dialect(self):  # type: ignore[no-untyped-def]

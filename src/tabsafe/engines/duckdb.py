@@ -106,7 +106,9 @@ class _Session:
         directories: list[str] = []
         if isinstance(source, FileSource):
             path = os.path.abspath(source.path)
-            if any(ch in source.path for ch in "*?["):
+            if source.is_folder:
+                directories.append(path)
+            elif any(ch in source.path for ch in "*?["):
                 directories.append(str(Path(path).parent))
             else:
                 allowed.append(path)
@@ -120,7 +122,8 @@ class _Session:
             if isinstance(source, FileSource):
                 path = os.path.abspath(source.path)
                 if source.format == "parquet":
-                    self.con.execute(f"CREATE VIEW {SOURCE} AS SELECT * FROM read_parquet({_lit(path)})")
+                    files = os.path.join(path, "**", "*.parquet") if source.is_folder else path
+                    self.con.execute(f"CREATE VIEW {SOURCE} AS SELECT * FROM read_parquet({_lit(files)})")
                 else:
                     # Codes such as "01" must stay strings: read every CSV column as text and cast
                     # numeric columns explicitly where they are used.

@@ -8,7 +8,9 @@ Given a :class:`~tabsafe.model.spec.TableSpec`, the planner
 3. writes **one** aggregation over ``GROUPING SETS`` — one set per combination of hierarchy
    levels, the total being "not grouped" — counting records (or summing inner cells), summing
    magnitudes as exact decimals and record keys as exact fixed-point integers (the cell key,
-   METHODS.md §2), with the filter compiled into the engine's dialect,
+   METHODS.md §2), with the filter compiled into the engine's dialect (engines that copy every
+   row once per grouping set, Spark, first aggregate the records to inner cells in the same
+   query: ``Dialect.pre_aggregate``),
 4. validates every observed code against its codelist (without a filter, from the
    single-variable grouping sets of the same pass: no extra scan), and
 5. turns the answer into a sparse :class:`~tabsafe.model.table.Table`: the cells with records,
@@ -343,14 +345,15 @@ class _Plan:
         assert isinstance(self.data, InnerCells)
         c = self.q(self.data.count)
         num = self.d.as_number(c)
+        frac = self.d.fraction(num)
         bad = self.s.run(
             f"""SELECT count(*) FILTER (WHERE {c} IS NULL) AS a,
                        count(*) FILTER (WHERE {c} IS NOT NULL AND {num} IS NULL) AS b,
                        count(*) FILTER (WHERE {num} < 0) AS c,
-                       count(*) FILTER (WHERE {num} <> floor({num})) AS d,
+                       count(*) FILTER (WHERE {frac} <> 0) AS d,
                        min({num}) FILTER (WHERE {num} < 0) AS e,
-                       min({num}) FILTER (WHERE {num} <> floor({num})) AS f,
-                       count(*) FILTER (WHERE isnan({num}) OR isinf({num})) AS g
+                       min({num}) FILTER (WHERE {frac} <> 0) AS f,
+                       count(*) FILTER (WHERE {self.d.not_finite(num)}) AS g
                 FROM {SOURCE}"""
         ).to_pylist()[0]
         col = f"count column {self.data.count!r}"
@@ -386,7 +389,7 @@ class _Plan:
         assert key is not None
         k = self.q(key.column)
         num = self.d.as_number(k)
-        frac = f"max({num} - floor({num}))" if key.modulus else "0"
+        frac = f"max({self.d.fraction(num)})" if key.modulus else "0"
         row = self.s.run(
             f"""SELECT count(*) FILTER (WHERE {k} IS NULL) AS a, count(*) FILTER (WHERE {k} IS NOT NULL AND {num} IS NULL) AS b,
                        min({num}) AS lo, max({num}) AS hi, {frac} AS fr
@@ -410,7 +413,6 @@ class _Plan:
     def _aggregate(self, declared: Mapping[str, Hierarchy | None], dims: Sequence[Dimension] | None,
                    n_rows: int) -> Table:
         hiers = [d.hierarchy for d in dims] if dims is not None else [declared[v] for v in self.spec.by]
-        select: list[str] = []  # grouped expressions, aliased
         groups: list[list[str]] = []  # per variable: its grouping alternatives besides "total"
         aliases: list[list[str]] = []  # the same, as output columns
         joins: list[str] = []
@@ -418,7 +420,6 @@ class _Plan:
             expr = self._text(var)
             if h is None:
                 # No codelist yet: group on the codes; they are checked and placed after the pass.
-                select.append(f"{expr} AS d{i}")
                 groups.append([expr])
                 aliases.append([f"d{i}"])
                 continue
@@ -435,25 +436,21 @@ class _Plan:
             self.s.register(f"map_{i}", arrow_table(rows))
             joins.append(f"JOIN map_{i} ON {expr} = map_{i}._ts_code")
             levels = [f"map_{i}._ts_l{lv}" for lv in range(1, depth + 1)]
-            select += [f"{c} AS d{i}_{lv}" for lv, c in enumerate(levels, start=1)]
             groups.append(levels)
             aliases.append([f"d{i}_{lv}" for lv in range(1, depth + 1)])
-        sets = [
-            "(" + ", ".join(c for c in choice if c is not None) + ")"
-            for choice in itertools.product(*[[None, *alts] for alts in groups])
-        ]
-        grouped = [e for alts in groups for e in alts]
+        # Every measure as (its aggregate over records, what the cell's value is of that total):
+        # counts, whole units and key integers are exact sums, so partial totals add up.
+        def same(total: str) -> str:
+            return total
 
+        parts: list[tuple[str, Any]]
         if isinstance(self.data, Microdata):
-            measures = ["count(*)"]
+            parts = [("count(*)", same)]
         else:
-            measures = [f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})"]
+            parts = [(f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})", same)]
         names = ["count"]
         for var in self.spec.sums:
-            # Exact sums: each value as an integer number of 10^-digits units, summed as integers
-            # (divided once afterwards, the result is the correctly rounded float of the exact sum).
-            scaled = f"round({self.d.as_number(f'{SOURCE}.{self.q(var)}')} * {10 ** self.spec.sum_digits})"
-            measures.append(self.d.as_bigint(f"sum({self.d.as_bigint(scaled)})"))
+            parts.append((f"sum({self.d.as_units(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})", same))
             names.append(f"sum_{var}")
         key = self.spec.key
         if key is not None:
@@ -461,15 +458,39 @@ class _Plan:
             # Exact cell keys: fixed-point integers summed exactly, then reduced mod the scale.
             ints = (self.d.as_bigint(self.d.as_number(k)) if key.modulus is not None
                     else self.d.as_bigint(f"round({self.d.as_number(k)} * {key.scale})"))
-            measures.append(self.d.as_bigint(self.d.mod(f"sum({ints})", str(key.scale))))
+            if n_rows * (key.scale - 1) > 2**63 - 1:
+                # The sum could pass a BIGINT (Spark's sum of BIGINT is a BIGINT; DuckDB's a
+                # HUGEINT): sum exact 38-digit decimals instead, which hold any such sum.
+                ints = f"CAST({ints} AS DECIMAL(38, 0))"
+            scale = str(key.scale)
+            parts.append((f"sum({ints})", lambda total: self.d.as_bigint(self.d.mod(total, scale))))
             names.append("ckey_int")
         where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
+        source = f"{SOURCE} {' '.join(joins)} {where}"
+        if self.d.pre_aggregate:
+            # Two phases: records → one row per combination of leaf codes (every level column
+            # is a function of the leaf), then the grouping sets over those rows. An engine
+            # that expands each row once per grouping set (Spark) expands inner cells, not records.
+            raw = [e for alts in groups for e in alts]
+            inner_name = {e: f"_ts_g{j}" for j, e in enumerate(raw)}
+            inner = ", ".join(f"{e} AS {inner_name[e]}" for e in raw)
+            partial = ", ".join(f"{agg} AS _ts_m{j}" for j, (agg, _) in enumerate(parts))
+            source = f"(SELECT {inner}, {partial} FROM {source} GROUP BY {', '.join(raw)}) t0"
+            groups = [[inner_name[e] for e in alts] for alts in groups]
+            measures = [final(f"sum(_ts_m{j})") for j, (_, final) in enumerate(parts)]
+        else:
+            measures = [final(agg) for agg, final in parts]
+        select = [f"{c} AS {a}" for alts, als in zip(groups, aliases) for c, a in zip(alts, als)]
+        sets = [
+            "(" + ", ".join(c for c in choice if c is not None) + ")"
+            for choice in itertools.product(*[[None, *alts] for alts in groups])
+        ]
+        grouped = [e for alts in groups for e in alts]
         known = all(h is not None for h in hiers)
         if not known:
             select.append(f"{self.d.grouping_id(grouped)} AS _ts_gid")
         select += [f"{m} AS {self.q(n)}" for m, n in zip(measures, names)]
-        sql = (f"SELECT {', '.join(select)} FROM {SOURCE} {' '.join(joins)} {where} "
-               f"GROUP BY GROUPING SETS ({', '.join(sets)})")
+        sql = f"SELECT {', '.join(select)} FROM {source} GROUP BY GROUPING SETS ({', '.join(sets)})"
         if known:
             # Every codelist known: the cell id (the mixed-radix number of the positions) is
             # computed in the engine, and only ids and values come back.
@@ -524,8 +545,9 @@ class _Plan:
         for n in names:
             col = result.column(n)
             if n.startswith("sum_"):
-                # exact integer sums of 10^-digits units, converted once: the same float in every run
-                arr = to_numpy(col, fill=0).astype(np.int64, copy=False) / 10 ** self.spec.sum_digits
+                # exact sums of whole units of 10^-digits, converted once: the float nearest the
+                # exact sum (one correctly rounded division), the same in every run and engine
+                arr = to_numpy(col, fill=0.0).astype(np.float64, copy=False) / 10.0 ** self.spec.sum_digits
             else:
                 arr = to_numpy(col, fill=0).astype(np.int64, copy=False)
             values[n] = arr[keep] if not keep.all() else arr

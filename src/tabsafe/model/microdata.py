@@ -22,7 +22,8 @@ from tabsafe.model.hierarchy import Hierarchy
 
 @dataclass(frozen=True)
 class FileSource:
-    """A Parquet or CSV file (or a glob of them) read in place by the engine."""
+    """A Parquet or CSV file (or a glob of them) read in place by the engine; or a folder of
+    Parquet files (a data set as Spark writes it: ``persons.parquet/part-*.parquet``)."""
 
     path: str
     format: str  # "parquet" | "csv"
@@ -34,9 +35,18 @@ class FileSource:
         fmt = {".parquet": "parquet", ".pq": "parquet", ".csv": "csv"}.get(suffix)
         if fmt is None:
             raise InputError(f"unknown data format {suffix or '(none)'!r}; use .parquet or .csv", where=text)
-        if not any(ch in text for ch in "*?[") and not Path(text).is_file():
-            raise InputError("no such file", where=text)
+        if not any(ch in text for ch in "*?["):
+            if Path(text).is_dir():
+                if fmt != "parquet" or not any(Path(text).rglob("*.parquet")):
+                    raise InputError("a folder must hold .parquet files (a Parquet data set)", where=text)
+            elif not Path(text).is_file():
+                raise InputError("no such file", where=text)
         return cls(text, fmt)
+
+    @property
+    def is_folder(self) -> bool:
+        """A folder of Parquet files (read as one data set)."""
+        return Path(self.path).is_dir()
 
     def describe(self) -> str:
         return self.path

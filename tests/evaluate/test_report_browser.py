@@ -1,4 +1,4 @@
-"""The evaluation report in headless Chromium: two tables × five methods in seven settings (three
+"""The evaluation report in headless Chromium: two tables × seven methods in nine settings (three
 microdata methods among them, one alone and chained with the cell key method), rendered with no
 console error and no request leaving the file; the measure tables and the R-U maps are on the
 page (DOM), every point of the maps is a setting; the screenshot is kept in
@@ -26,6 +26,8 @@ CKM = {"max_noise": 3, "variance": 2, "js": 1}
 SETTINGS = [
     {"label": "cell key D3 V2", "method": "ckm", "params": CKM},
     {"label": "cell key D5 V3", "method": "ckm", "params": {"max_noise": 5, "variance": 3, "js": 2}},
+    {"label": "random rounding base 3", "method": "round", "params": {"mode": "random", "base": 3}},
+    {"label": "controlled rounding base 3", "method": "controlled-round", "params": {"base": 3}},
     {"label": "threshold 3 + secondary", "method": "suppress", "params": {"min_freq": 3}},
     {"label": "targeted swap", "method": "targeted-swap", "params": SWAP},
     {"label": "random swap 10%", "method": "random-swap",
@@ -65,7 +67,7 @@ def test_report_renders_with_tables_and_map(small_census, tmp_path: Path, browse
     assert not missing, f"methods not registered: {missing}"
     assert len(names) >= 5 and any(get_method(n).kind == "microdata" for n in names)
     config = {
-        "title": "Small census: five methods, seven settings",
+        "title": "Small census: seven methods, nine settings",
         "data": str(small_census.persons),
         "seed": 2026,
         "tables": {

@@ -87,6 +87,37 @@ def test_random_rounding_base_5_skewed_prior_is_17_percent() -> None:
     assert round(100 * got["information_gain"]) == 17
 
 
+@pytest.mark.parametrize("prior", ["uniform", ",".join(map(str, SKEWED))])
+def test_the_round_method_states_random_rounding(prior: str) -> None:
+    """The registered method ``round`` (mode random, base 5) states exactly METHODS.md §4's
+    distribution: the same information gain, 17%."""
+    from tabsafe.registry import build_method
+
+    method = build_method("round", {"mode": "random", "base": 5})
+    for n in range(12):
+        assert method.published_distribution(n) == pytest.approx(RandomRounding(5).published_distribution(n))
+    got = information_gain(method, prior)["information_gain"]
+    assert got == pytest.approx(information_gain(RandomRounding(5), prior)["information_gain"], abs=1e-12)
+    assert round(100 * got) == 17
+
+
+def test_round_modes_state_their_distributions() -> None:
+    """METHODS.md §4 for every mode with one (000 §5.5): conventional (halves up), small-cell
+    (only counts below the base move), consistent (the cell key is uniform: as random)."""
+    from tabsafe.registry import build_method
+
+    conventional = build_method("round", {"mode": "conventional", "base": 4})
+    assert conventional.published_distribution(6) == {8: 1.0}  # r = 2 = b/2 goes up
+    assert conventional.published_distribution(5) == {4: 1.0}
+    assert conventional.published_distribution(8) == {8: 1.0}
+    small = build_method("round", {"mode": "small-cell", "base": 5})
+    assert small.published_distribution(2) == pytest.approx({5: 0.4, 0: 0.6})
+    assert small.published_distribution(7) == {7: 1.0} and small.published_distribution(0) == {0: 1.0}
+    consistent = build_method("round", {"mode": "consistent", "base": 3})
+    assert consistent.published_distribution(7) == pytest.approx({9: 1 / 3, 6: 2 / 3})
+    assert build_method("round", {"mode": "semi-controlled", "base": 3}).published_distribution(7) is None
+
+
 @pytest.mark.parametrize("prior, percent", [("uniform", 33), (",".join(map(str, SKEWED)), 34)])
 def test_abs_perturbation_x2_is_33_and_34_percent(prior: str, percent: int) -> None:
     got = information_gain(AbsPerturbation(2), prior)

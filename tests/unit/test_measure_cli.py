@@ -32,6 +32,24 @@ def test_info_gain_of_the_cell_key_method(capsys) -> None:
     assert skewed["information_gain"] != pytest.approx(out["information_gain"])
 
 
+def test_info_gain_of_random_rounding_base_5_is_17_percent(capsys) -> None:
+    """Seed 001 §5 from the command line: random rounding to base 5, uniform and skewed priors."""
+    assert main(["measure", "info-gain", "--method", "round", "--mode", "random", "--base", "5"]) == 0
+    uniform = _json(capsys)
+    assert uniform["information_gain"] == pytest.approx(0.168554516, abs=1e-9)
+    assert main(["measure", "info-gain", "--method", "round", "--mode", "random", "--base", "5",
+                 "--prior", "0.35,0.25,0.15,0.10,0.10,0.05"]) == 0
+    assert _json(capsys)["information_gain"] == pytest.approx(0.166246112, abs=1e-9)
+    # rounding to base 5 never shows a difference of 1: differencing cannot reveal a single person
+    assert main(["measure", "differencing-risk", "--method", "round", "--mode", "random", "--base", "5",
+                 "--n", "1"]) == 0
+    out = _json(capsys)
+    assert out["p_exact"] == 0.0 and set(out["distribution"]) <= {"-5", "0", "5", "10"}
+    # semi-controlled rounding selects cells jointly: no cell distribution to compute from
+    assert main(["measure", "info-gain", "--method", "round", "--mode", "semi-controlled", "--base", "5"]) == 3
+    assert "does not state" in capsys.readouterr().err
+
+
 def test_info_gain_of_an_identity_p_table_is_everything(tmp_path, capsys) -> None:
     ptable = tmp_path / "identity.csv"
     rows = ["i,j,p,v,p_int_lb,p_int_ub"] + [f"{i},{i},1,0,0,1" for i in range(4)]

@@ -206,6 +206,25 @@ class Rounding(TableMethod):
             identity=cls(base=1),
         )
 
+    def published_distribution(self, n: int) -> dict[int, float] | None:
+        """``P(published | n)`` of a cell (the :class:`~tabsafe.method.CellDistribution`
+        capability; METHODS.md §4), ``n = u·b + r``: random — ``(u+1)·b`` with probability
+        ``r/b``, else ``u·b``; consistent — the same, the cell key being uniform; conventional —
+        the nearest multiple (``2r >= b`` up); small-cell (inner cells) — below the base, ``b``
+        with probability ``n/b``, else 0; others unchanged. Semi-controlled rounding selects the
+        cells that go up jointly: ``None``."""
+        b, n = int(self.base), int(n)
+        if self.mode is Mode.SEMI_CONTROLLED:
+            return None
+        u, r = divmod(n, b)
+        if r == 0:
+            return {n: 1.0}
+        if self.mode is Mode.CONVENTIONAL:
+            return {(u + (2 * r >= b)) * b: 1.0}
+        if self.mode is Mode.SMALL_CELL:
+            return {n: 1.0} if n >= b else {b: n / b, 0: 1 - n / b}
+        return {(u + 1) * b: r / b, u * b: 1 - r / b}
+
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Round ``table`` (module docstring); the release holds ``count`` and, with
         ``intervals``, ``lower`` and ``upper``."""

@@ -96,6 +96,7 @@ class _GroupSpec:
     sums: tuple[str, ...] = ()
     key: None = None
     max_cells: int = DEFAULT_MAX_CELLS
+    weight: str | None = None  # none of its own; a Microdata carrying weights still sums them
 
 
 def grouped_counts(engine: Engine, data: Microdata | InnerCells, variables: Sequence[str], *,

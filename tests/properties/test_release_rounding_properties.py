@@ -115,7 +115,7 @@ def test_release_rounding_is_consistent_additive_and_adjacent(release, base: int
     built = [tabulate(md, list(by), hierarchies={v: _hierarchy(v, trees.get(v)) for v in by}) for by, trees in tables]
     # joint_path: force the large-program strategy (first rounding, then the neighbourhood search
     # over related cells) on these small releases
-    tuning = Tuning(direct_vars=0, neighbourhood_cells=40, stall=5) if joint_path else rounding_solve.DEFAULT_TUNING
+    tuning = Tuning(joint_direct_vars=0, neighbourhood_cells=40, stall=5) if joint_path else rounding_solve.DEFAULT_TUNING
     try:
         with patch.object(rounding_solve, "DEFAULT_TUNING", tuning):
             result = protect_release(built, ControlledRounding(base=base), names=[f"t{i}" for i in range(len(built))])

@@ -190,9 +190,9 @@ def round_cells(
     its tables' cells, a shared cell once, and every table's relations) rounded in one program:
     a shared cell gets one value, and every table is additive.
 
-    Small programs go to the solver whole; larger ones get the solver's first rounding of the
-    whole program (its root relaxation is the lower bound) and then, for ``optimal``, the
-    neighbourhood search over related cells (:func:`~.improve.related_cells`). There is no
+    Small programs (``joint_direct_vars``) go to the solver whole; larger ones get the solver's
+    first rounding of the whole program (its root relaxation is the lower bound) and then, for
+    ``optimal``, the neighbourhood search over related cells (:func:`~.improve.related_cells`). There is no
     RAPID rounding of a cell vector (which cells are inner is a property of one table), and no
     partitioning. Limits, errors and determinism as in :func:`controlled_round`; the result's
     ``table`` is None.
@@ -210,7 +210,7 @@ def round_cells(
     work = Work(Limits(work=int(work_limit), time=None if time_limit is None else float(time_limit)))
     problem = Problem.of_cells(z.astype(np.int64), relations, int(base), int(steps))
     tuning = DEFAULT_TUNING if tuning is None else tuning
-    if problem.n_vars() <= tuning.direct_vars:
+    if problem.n_vars() <= tuning.joint_direct_vars:
         return _direct(problem, work, kind)
     return _joint(problem, work, kind, tuning)
 

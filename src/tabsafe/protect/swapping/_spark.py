@@ -40,7 +40,7 @@ from __future__ import annotations
 import contextlib
 import urllib.parse
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -84,6 +84,8 @@ class SparkSwap:
             level, role, profile, partner, highest risky level).
         figures, private, notes: the report's, as :func:`~._swap.report` makes them.
         cached: persisted frames the records are computed from.
+        driver: what reached the driver for the top level (``candidates``: households at risk
+            there; ``head_rows``: donor-list rows fetched in the last pass; ``passes``).
     """
 
     data: Any
@@ -93,6 +95,7 @@ class SparkSwap:
     private: dict[str, Any]
     notes: tuple[str, ...]
     cached: tuple[Any, ...]
+    driver: dict[str, int] = field(default_factory=dict)
 
 
 def swap_on_spark(engine: Any, microdata: Any, spec: SwapSpec, seed: int) -> SparkSwap:
@@ -116,7 +119,11 @@ def swap_on_spark(engine: Any, microdata: Any, spec: SwapSpec, seed: int) -> Spa
             top = _top_level(households, spec, seed) if spec.targeted else None
         finally:
             households.unpersist()
-        return _swap_areas(frame, records, spec, seed, top, where)
+        out = _swap_areas(frame, records, spec, seed, top, where)
+        if top is not None:
+            out = replace(out, driver={"candidates": top.candidates, "head_rows": top.head_rows,
+                                       "passes": top.passes})
+        return out
 
 
 # ------------------------------------------------------------------------------ 1. checks
@@ -333,12 +340,17 @@ class _TopOnDriver:
         hh: per household of the reduced input, its id (Python values).
         top: per household, its top-level area's code.
         heads_fetched: households the heads held in all (for the report of where work ran).
+        candidates, head_rows, passes: rows the driver received (the households at risk at the
+            top level, the heads' rows of the last pass) and the passes over the households.
     """
 
     result: TopLevel
     hh: list[Any]
     top: list[str]
     heads_fetched: int
+    candidates: int = 0
+    head_rows: int = 0
+    passes: int = 1
 
 
 def _top_level(households: Any, spec: SwapSpec, seed: int) -> _TopOnDriver:
@@ -355,7 +367,7 @@ def _top_level(households: Any, spec: SwapSpec, seed: int) -> _TopOnDriver:
     cands = households.mapInArrow(_TopRows(spec, seed, total, offsets, None), schema).toArrow()
     if cands.num_rows == 0:
         t, hh, top, _, _ = _reduced(cands, None, n_profiles)
-        return _TopOnDriver(top_level(t, spec), hh, top, 0)
+        return _TopOnDriver(top_level(t, spec), hh, top, 0, 0, 0, 1)
     n_cand = cands.num_rows
     # a first guess of each head's length: the bound of heads_suffice, twice over (half the
     # group may live in the candidates' area), grown fourfold for the groups it falls short
@@ -363,7 +375,9 @@ def _top_level(households: Any, spec: SwapSpec, seed: int) -> _TopOnDriver:
     for p in range(n_profiles):
         labels, counts = np.unique(np.array(cands.column(f"p{p}").to_pylist(), dtype=object), return_counts=True)
         wanted.append({str(g): 2 * (2 * n_cand + int(c)) + 64 for g, c in zip(labels.tolist(), counts.tolist())})
+    passes = 1
     while True:
+        passes += 1
         fetched = households.mapInArrow(_TopRows(spec, seed, total, offsets, wanted), schema).toArrow()
         heads, complete = _merge_heads(fetched, wanted)
         t, hh, top, in_head, group_labels = _reduced(cands, (fetched, heads), n_profiles)
@@ -371,7 +385,8 @@ def _top_level(households: Any, spec: SwapSpec, seed: int) -> _TopOnDriver:
                              for p in range(n_profiles)]
         short = heads_suffice(t, spec, in_head, complete_by_group)
         if not any(s.size for s in short):
-            return _TopOnDriver(top_level(t, spec), hh, top, int(sum(h.sum() for h in heads)))
+            return _TopOnDriver(top_level(t, spec), hh, top, int(sum(h.sum() for h in heads)), n_cand,
+                                fetched.num_rows, passes)
         for p, groups in enumerate(short):
             for g in groups.tolist():
                 wanted[p][group_labels[p][g]] *= 4

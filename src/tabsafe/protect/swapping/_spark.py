@@ -354,7 +354,7 @@ class _TopOnDriver:
 
 
 def _top_level(households: Any, spec: SwapSpec, seed: int) -> _TopOnDriver:
-    """Step 2 on the driver, from the households at risk and the heads of their groups' donor
+    """Step 3 on the driver, from the households at risk and the heads of their groups' donor
     lists (:func:`~._swap.heads_suffice` decides how long)."""
     sizes = households.mapInArrow(_Sizes(), "pid int, n long").collect()
     by_pid = {int(r["pid"]): int(r["n"]) for r in sizes}

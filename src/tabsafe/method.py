@@ -19,6 +19,11 @@ Two kinds share the contract:
 * :class:`MicrodataMethod` — ``perturb(microdata, *, seed) -> MicrodataProtection`` (pre-tabular:
   record swapping, PRAM, perturbation weights); a subclass writes :meth:`MicrodataMethod.apply`.
 
+A cell-level method may also state exactly how it publishes one cell: the small protocol
+:class:`CellDistribution` (``published_distribution(n) -> {published value: probability}``).
+Evaluation (information gain, differencing risk, the binomial test of a realisation) uses it for
+any method that has it, built in or from a plugin, with no list of methods anywhere.
+
 Methods are found by name through the entry-point group ``tabsafe.methods``
 (:mod:`tabsafe.registry`), built-in ones exactly like outside ones. Each supplies small
 :class:`Examples` for the contract suite (:mod:`tabsafe.testing.contract`).
@@ -29,7 +34,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from tabsafe import params as _params
 from tabsafe.errors import InputError, param
@@ -44,6 +49,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
 
 __all__ = [
+    "CellDistribution",
     "Examples",
     "MAX_SEED",
     "Method",
@@ -122,13 +128,16 @@ class MicrodataOutcome:
     """What :meth:`MicrodataMethod.apply` returns.
 
     Attributes:
-        data: the perturbed records (same columns as the input).
+        data: the perturbed records (the input's columns, and any the method adds).
         evaluation: per-record evaluation columns (e.g. ``swapped``), or None.
+        weight: the column of ``data`` that tables now count by (whole-number record weights,
+            e.g. perturbation weights); None keeps the input's.
         figures, private, notes: as in :class:`Outcome`.
     """
 
     data: pa.Table | Any  # or a Source: records an engine holds (a Spark DataFrame)
     evaluation: pa.Table | Any = None  # or the engine's frame (a Spark DataFrame)
+    weight: str | None = None
     figures: Mapping[str, Any] = field(default_factory=dict)
     private: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
@@ -279,10 +288,12 @@ class MicrodataMethod(Method):
         report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
                         private=out.private, notes=out.notes)
         name = f"{microdata.source.describe()} ({self.name})"
+        weight = out.weight or microdata.weight
         if hasattr(out.data, "describe"):  # records an engine holds (a Source)
-            perturbed = Microdata(source=out.data, codelists=microdata.codelists, key=microdata.key)
+            perturbed = Microdata(source=out.data, codelists=microdata.codelists, key=microdata.key, weight=weight)
         else:
-            perturbed = Microdata.from_frame(out.data, name=name, codelists=microdata.codelists, key=microdata.key)
+            perturbed = Microdata.from_frame(out.data, name=name, codelists=microdata.codelists, key=microdata.key,
+                                             weight=weight)
         return MicrodataProtection(microdata=perturbed, evaluation=out.evaluation, report=report)
 
     def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
@@ -301,6 +312,26 @@ class MicrodataMethod(Method):
         (``tabsafe swap`` streams large files this way); the result must not depend on the
         other variables."""
         return None
+
+
+@runtime_checkable
+class CellDistribution(Protocol):
+    """A method that publishes each cell it perturbs on its own from the cell's true count alone
+    (and randomness independent of other cells): the transition ``P(published | true n)``.
+
+    The cell key method (its p-table), random, conventional and small-cell rounding,
+    barnardisation and the ABS cell perturbation have one. It describes the cells the method
+    perturbs on their own — every cell for the cell key method and rounding, the inner cells
+    when margins are sums of perturbed inner cells. With it, the expected information gain of a
+    perturbation (seed 001 §5) and the risk of differencing two such cells (001 §4) are computed
+    exactly instead of by simulation (:mod:`tabsafe.evaluate.distribution`).
+    """
+
+    def published_distribution(self, n: int) -> Mapping[int, float] | None:
+        """``{published value: probability}`` for a cell of true count ``n >= 0`` (the values
+        sum to 1); ``None`` when these parameters publish cells some other way (e.g. a mode
+        that selects cells jointly)."""
+        ...
 
 
 def _meta(table: Table) -> dict[str, Any]:

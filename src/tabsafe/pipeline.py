@@ -105,8 +105,6 @@ class Chain:
                 result = m.perturb(data, seed=s, engine=engine if (own or held) else None)
                 data = result.microdata
                 reports.append(result.report)
-        if not self.table_steps:
-            raise InputError("a chain needs a table method to publish a table")
         truth = None
         if self.microdata_steps:
             # the truth, for evaluation: the same table from the records before any perturbation;
@@ -119,11 +117,28 @@ class Chain:
             close = getattr(data.source, "close", None) if isinstance(data, Microdata) else None
             if close is not None:  # records an engine holds (cached frames of a swap on Spark)
                 close()
-        protection = self.protect(table, seeds=seeds[len(self.microdata_steps):], chain_seed=seed,
-                                  before=reports)
+        if self.table_steps:
+            protection = self.protect(table, seeds=seeds[len(self.microdata_steps):], chain_seed=seed,
+                                      before=reports)
+        else:
+            protection = self._tabulated(table, reports, seed)
         if truth is not None:
             protection = _with_truth(protection, truth)
         return protection, reports
+
+    def _tabulated(self, table: Table, reports: Sequence[Report], chain_seed: int | None) -> Protection:
+        """Microdata methods only (swapping, PRAM, perturbation weights): the protection is in the
+        records, and the release is the table they give (000 §5.3, "pre-tabular")."""
+        published = ["count", *(c for c in table.value_columns if c.startswith("sum_"))]
+        release = Release(table.select(published))
+        evaluation = table.with_values(original=table.counts)
+        if len(self.methods) == 1:
+            report = reports[0]
+        else:
+            report = Report(method=self.name,
+                            params={"steps": [{"method": m.name, "params": m.params()} for m in self.methods]},
+                            seed=chain_seed, notes=tuple(n for r in reports for n in r.notes), steps=tuple(reports))
+        return Protection(release=release, evaluation=evaluation, report=report)
 
     def protect(self, table: Table, *, seeds: Sequence[int | None], chain_seed: int | None = None,
                 before: Sequence[Report] = ()) -> Protection:

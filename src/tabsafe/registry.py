@@ -119,7 +119,12 @@ def _load(group: str, name: str) -> Any:
         kind = "method" if group == METHOD_GROUP else "engine"
         known = ", ".join(sorted(entries)) or "none"
         raise InputError(f"unknown {kind} {name!r}; available: {known}")
-    obj = entries[name].load()
+    try:
+        obj = entries[name].load()
+    except Exception as exc:  # noqa: BLE001 - a broken plugin is one line about it, not a traceback
+        kind = "method" if group == METHOD_GROUP else "engine"
+        first = " ".join(str(exc).split()) or type(exc).__name__
+        raise InputError(f"{kind} {name!r} ({entries[name].value}) cannot be loaded: {first}") from None
     return obj
 
 

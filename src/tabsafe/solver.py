@@ -54,6 +54,10 @@ class Solution:
         bound: the best proven bound on the optimum (equal to ``objective`` when optimal).
         gap: relative gap ``|objective - bound| / max(1, |objective|)``.
         seconds: solver run time.
+        nodes: branch-and-bound nodes explored (0 for an LP, or when presolve settled it).
+        limit: the limit that stopped the solver before it finished: ``"time"`` (the time limit:
+            the result depends on the machine's speed), ``"nodes"`` (the node limit:
+            deterministic) or ``None``.
     """
 
     status: str
@@ -63,6 +67,8 @@ class Solution:
     gap: float | None
     seconds: float
     detail: str = field(default="")
+    nodes: int = 0
+    limit: str | None = None
 
     @property
     def has_solution(self) -> bool:
@@ -126,7 +132,7 @@ def _model(lp: LinearProgram, inf: float, *, integer: bool = True) -> highspy.Hi
     return model
 
 
-def _answer(h: highspy.Highs, *, is_mip: bool) -> Solution:
+def _answer(h: highspy.Highs, *, is_mip: bool, node_limit: int | None = None) -> Solution:
     status = h.getModelStatus()
     info = h.getInfo()
     S = highspy.HighsModelStatus
@@ -151,7 +157,14 @@ def _answer(h: highspy.Highs, *, is_mip: bool) -> Solution:
     gap = None
     if objective is not None and bound is not None:
         gap = abs(objective - bound) / max(1.0, abs(objective))
-    return Solution(name, x, objective, bound, gap, float(h.getRunTime()), h.modelStatusToString(status))
+    nodes = int(info.mip_node_count) if is_mip and info.mip_node_count > 0 else 0
+    limit = None
+    if status == S.kTimeLimit:
+        limit = "time"
+    elif status == S.kSolutionLimit and node_limit is not None and nodes >= node_limit:
+        limit = "nodes"
+    return Solution(name, x, objective, bound, gap, float(h.getRunTime()), h.modelStatusToString(status),
+                    nodes=nodes, limit=limit)
 
 
 def solve(
@@ -164,6 +177,8 @@ def solve(
     start: np.ndarray | None = None,
     relax: bool = False,
     lp_method: str | None = None,
+    node_limit: int | None = None,
+    random_seed: int | None = None,
 ) -> Solution:
     """Solve ``lp`` with HiGHS.
 
@@ -176,6 +191,10 @@ def solve(
         relax: drop integrality (the LP relaxation, whose optimum bounds the integer program).
         lp_method: ``"ipm"`` (interior point: about 3× faster than dual simplex on the LP
             relaxations of large tables) or ``"simplex"``; HiGHS chooses otherwise.
+        node_limit: stop after this many branch-and-bound nodes (0: presolve only, which proves
+            many programs infeasible at once). Unlike a time limit it gives the same answer on
+            every machine (with ``threads=1`` and a fixed ``random_seed``).
+        random_seed: HiGHS' random seed (its default, 0, otherwise).
     """
     h = _highs()
     h.setOptionValue("output_flag", False)
@@ -189,12 +208,17 @@ def solve(
         h.setOptionValue("mip_max_improving_sols", 1)
     if lp_method is not None:
         h.setOptionValue("solver", lp_method)
+    if node_limit is not None:
+        h.setOptionValue("mip_max_nodes", int(node_limit))
+    if random_seed is not None:
+        h.setOptionValue("random_seed", int(random_seed))
     h.passModel(_model(lp, h.getInfinity(), integer=not relax))
     if start is not None:
         start = np.asarray(start, dtype=np.float64)
         h.setSolution(int(start.size), np.arange(start.size, dtype=np.int32), start)
     h.run()
-    return _answer(h, is_mip=not relax and lp.integer is not None and bool(np.any(lp.integer)))
+    return _answer(h, is_mip=not relax and lp.integer is not None and bool(np.any(lp.integer)),
+                   node_limit=node_limit)
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ def tabulate(
     sum_digits: int = DEFAULT_SUM_DIGITS,
     key: KeySpec | str | None = None,
     max_cells: int = DEFAULT_MAX_CELLS,
+    weight: str | None = None,
     engine: Any = "duckdb",
 ) -> Table:
     """The cells of the table spanned by ``by`` that have records: inner cells, every margin and
@@ -36,6 +37,8 @@ def tabulate(
         sum_digits: decimal places of the summed values.
         key: record-key column (or :class:`KeySpec`) for exact cell keys (``ckey`` column).
         max_cells: refuse tables whose grid has more cells than this.
+        weight: a column of whole-number record weights; counts are sums of weights (default: the
+            microdata's declared weight column, if any).
         engine: an engine name (``"duckdb"``, or any registered engine) or an engine object.
 
     >>> import pandas as pd
@@ -54,6 +57,6 @@ def tabulate(
             key = KeySpec(column=key)
         spec = TableSpec(
             by=tuple(by), hierarchies=dict(hierarchies or {}), where=where, sums=tuple(sums), sum_digits=sum_digits,
-            key=key, max_cells=max_cells,
+            key=key, max_cells=max_cells, weight=weight,
         )
     return tabulate_with(get_engine(engine), data, spec)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import shutil
 from pathlib import Path
 
 import pytest
@@ -19,6 +20,8 @@ from tabsafe.cli import COMMANDS, build_parser, main
 SKIP = {"serve", "demo"}
 #: Options that name files the command writes.
 OUTPUT_OPTIONS = {"--out", "--report", "--evaluation", "--summary", "--plot", "--log-json"}
+#: Options that name outputs of one command only (a folder among them).
+COMMAND_OUTPUTS = {"evaluate": {"--json", "--csv", "--releases"}}
 
 
 def _actions(command: str, extra: list[str]) -> list[argparse.Action]:
@@ -47,11 +50,11 @@ def _served(census: object, tmp: Path) -> Path:
     return folder
 
 
-def _outputs(argv: list[str]) -> list[Path]:
+def _outputs(argv: list[str], options: set[str] = OUTPUT_OPTIONS) -> list[Path]:
     """The files the command line names as outputs (an option given twice: its last value)."""
     out: dict[str, Path] = {}
     for flag, value in zip(argv, argv[1:]):
-        if flag in OUTPUT_OPTIONS and value:
+        if flag in options and value:
             out[flag] = Path(value)
     return list(out.values())
 
@@ -60,6 +63,9 @@ def _outputs(argv: list[str]) -> list[Path]:
 def test_random_option_combinations(command: str, small_census, tmp_path_factory) -> None:
     tmp = tmp_path_factory.mktemp(f"fuzz-{command}")
     persons = str(small_census.persons)
+    config = tmp / "evaluate.yaml"
+    config.write_text(f"data: {persons}\ntables: {{t: [sex]}}\nsettings: [{{method: ckm, params: {{max_noise: 3, "
+                      "variance: 2}}]\n")
     # a working command line; drawn options are added to it (and may override its own)
     base = {
         "tabulate": [persons, "--by", "sex"],
@@ -71,9 +77,12 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
         "swap": [persons, "--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3",
                  "--swaprate", "0.05", "--seed", "1"],
         "keys-admin": ["--data", str(_served(small_census, tmp)), "list"],
+        "measure": ["info-gain", "--method", "ckm", "--max-noise", "3", "--variance", "2"],
+        "evaluate": [str(config)],
     }.get(command, [])
     actions = _actions(command, base)
     flags = [a for a in actions if a.option_strings[-1] != "--log-json"]
+    output_options = OUTPUT_OPTIONS | COMMAND_OUTPUTS.get(command, set())
 
     @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
     @given(st.lists(st.tuples(st.sampled_from(flags), _values(small_census, tmp)), max_size=6),
@@ -82,14 +91,14 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
         argv = [command, *base]
         for i, (action, value) in enumerate(chosen):
             flag = action.option_strings[-1]
-            if flag in OUTPUT_OPTIONS:
+            if flag in output_options:
                 value = str(tmp / f"o{len(argv)}_{i}{suffix}")
             argv.append(flag)
             if action.nargs != 0:
                 argv.append(value)
         if "--out" not in argv and any(a.option_strings[-1] == "--out" for a in actions):
             argv += ["--out", str(tmp / f"main{len(argv)}{suffix}")]
-        outputs = _outputs(argv)
+        outputs = _outputs(argv, output_options)
         before = {p: p.exists() for p in outputs}
         err = io.StringIO()
         with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -104,7 +113,9 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
             for p in outputs:
                 assert p.exists() == before[p], f"{argv}: failed but left {p}"
         for p in outputs:
-            if p.exists() and p.is_file():
+            if p.is_dir():
+                shutil.rmtree(p)
+            elif p.exists():
                 p.unlink()
         assert not list(tmp.glob(".*.tmp")), f"{argv}: a temporary file was left behind"
 

@@ -1,4 +1,5 @@
-"""`tabsafe protect --method round` as a user runs it: microdata, inner cells, errors.
+"""`tabsafe protect --method round` and `--method controlled-round` as a user runs them:
+microdata, inner cells, errors.
 
 With ``--table`` (no positional DATA) method options are written ``--opt=value``: the shared
 ``protect`` parser would otherwise take a method option's value for the optional DATA argument.
@@ -23,7 +24,7 @@ INFEASIBLE = [[[[5, 0], [0, 0]], [[5, 0], [1, 0]]], [[[0, 4], [0, 0]], [[1, 1], 
 def cli(args: list[object], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
     try:
         code = main([str(a) for a in args])
-    except SystemExit as exc:  # the method's own option parser exits like argparse does
+    except SystemExit as exc:  # argparse exits on its own errors
         code = int(exc.code or 0)
     out, err = capsys.readouterr()
     return code, out, err
@@ -40,21 +41,29 @@ def is_additive(df: pd.DataFrame, by: list[str], column: str = "count") -> bool:
     return True
 
 
+def inner_cells(tmp_path: Path) -> Path:
+    cells = pd.DataFrame([{"area": a, "sex": s, "n": n}
+                          for (a, s), n in zip(itertools.product(["A", "B", "C"], ["M", "F"]), [1, 0, 3, 3, 12, 20])])
+    src = tmp_path / "cells.csv"
+    cells.to_csv(src, index=False)
+    return src
+
+
 def test_controlled_rounding_of_microdata_with_intervals(small_census, tmp_path: Path, capsys) -> None:
-    out = tmp_path / "rounded.csv"
-    report = tmp_path / "report.json"
-    code, stdout, err = cli(["protect", small_census.persons, "--by", "area,sex", "--hierarchy",
-                             f"area={small_census.directory}/hierarchies/area.hrc", "--method", "round",
-                             "--mode", "controlled", "--base", 5, "--intervals", "--out", out,
-                             "--report", report], capsys)
+    out, report, evaluation = tmp_path / "rounded.csv", tmp_path / "report.json", tmp_path / "eval.csv"
+    args = ["protect", small_census.persons, "--by", "area,sex", "--hierarchy",
+            f"area={small_census.directory}/hierarchies/area.hrc", "--method", "controlled-round", "--base", 5,
+            "--intervals", "--out", out, "--report", report]
+    code, stdout, err = cli(args, capsys)
     assert code == 0, err
-    assert "objective" in stdout and "gap" in stdout
+    assert "status optimal" in stdout and "reproducible True" in stdout
+    assert "objective" not in stdout  # computed from the original counts: evaluation only
     df = pd.read_csv(out, dtype={"area": str, "sex": str})
     assert list(df.columns) == ["area", "sex", "count", "lower", "upper"]  # no originals in a release
     assert (df["count"] % 5 == 0).all()
     assert ((df["lower"] <= df["count"]) & (df["count"] <= df["upper"])).all()
-    figures = json.loads(report.read_text())["figures"]
-    assert figures["lower_bound"] <= figures["objective"]
+    public = json.loads(report.read_text())
+    assert public["method"] == "controlled-round" and "private" not in public and "objective" not in public["figures"]
     # region subtotals are sums of their areas (the hierarchy) and the table adds up by sex
     sex_total = df[df["sex"] == "Total"].set_index("area")["count"]
     by_sex = df[df["sex"] != "Total"].groupby("area")["count"].sum()
@@ -64,24 +73,39 @@ def test_controlled_rounding_of_microdata_with_intervals(small_census, tmp_path:
     for region in regions:
         areas = df[(df["area"].str.startswith(region)) & (df["area"] != region) & (df["sex"] == "Total")]
         assert areas["count"].sum() == int(sex_total[region])
+    # with an evaluation output the report carries the private figures, and a second run gives
+    # the same release (deterministic limits)
+    again = tmp_path / "again.csv"
+    code, _, err = cli([*args[:-4], "--out", again, "--evaluation", evaluation, "--report", report], capsys)
+    assert code == 0, err
+    assert again.read_bytes() == out.read_bytes()
+    private = json.loads(report.read_text())["private"]
+    assert private["lower_bound"] <= private["objective"]
+    ev = pd.read_csv(evaluation, dtype={"area": str, "sex": str}).merge(df, on=["area", "sex"], suffixes=("_ev", ""))
+    assert len(ev) == len(df)
+    assert private["objective"] == int((ev["count"] - ev["original"]).abs().sum())
 
 
-def test_every_mode_on_a_table_of_inner_cells(tmp_path: Path, capsys) -> None:
-    cells = pd.DataFrame([{"area": a, "sex": s, "n": n}
-                          for (a, s), n in zip(itertools.product(["A", "B", "C"], ["M", "F"]), [1, 0, 3, 3, 12, 20])])
-    src = tmp_path / "cells.csv"
-    cells.to_csv(src, index=False)
+@pytest.mark.parametrize("method", ["round", "controlled-round"])
+def test_every_mode_on_a_table_of_inner_cells(tmp_path: Path, capsys, method: str) -> None:
+    src = inner_cells(tmp_path)
+    modes = ["conventional", "random", "semi-controlled", "small-cell"] if method == "round" else [None]
     results = {}
-    for mode in ["conventional", "random", "semi-controlled", "small-cell", "controlled"]:
+    for mode in modes:
         out = tmp_path / f"{mode}.csv"
-        code, _, err = cli(["protect", "--table", src, "--count", "n", "--by", "area,sex", "--method", "round",
-                            f"--mode={mode}", "--base=5", "--seed=4", "--keep-original", "--out", out], capsys)
+        extra = [f"--mode={mode}"] if mode else []
+        code, _, err = cli(["protect", "--table", src, "--count", "n", "--by", "area,sex", "--method", method,
+                            *extra, "--base=5", "--seed=4", "--keep-original", "--zero-cells=all", "--out", out],
+                           capsys)
         assert code == 0, err
         results[mode] = pd.read_csv(out)
         assert list(results[mode].columns) == ["area", "sex", "count", "original"]
+        assert len(results[mode]) == 12  # every cell of the 4 x 3 grid, zeros included
+    if method == "controlled-round":
+        assert is_additive(results[None], ["area", "sex"])
+        return
     conv = results["conventional"].set_index(["area", "sex"])["count"]
     assert conv[("C", "Total")] == 30 and conv[("B", "Total")] == 5 and conv[("Total", "Total")] == 40
-    assert is_additive(results["controlled"], ["area", "sex"])
     assert is_additive(results["small-cell"], ["area", "sex"])
     semi = results["semi-controlled"]
     inner = semi[(semi["area"] != "Total") & (semi["sex"] != "Total")]
@@ -107,38 +131,42 @@ def test_consistent_mode_needs_microdata(tmp_path: Path, small_census, capsys) -
 
 def test_infeasible_controlled_rounding_writes_nothing_and_suggests_steps(tmp_path: Path, capsys) -> None:
     vals = np.array(INFEASIBLE)
-    rows = [dict(a=f"a{i}", b=f"b{j}", c=f"c{k}", d=f"d{m}", n=int(vals[i, j, k, m]))
+    rows = [{"a": f"a{i}", "b": f"b{j}", "c": f"c{k}", "d": f"d{m}", "n": int(vals[i, j, k, m])}
             for i, j, k, m in itertools.product(range(2), repeat=4)]
     src = tmp_path / "cells.csv"
     pd.DataFrame(rows).to_csv(src, index=False)
     out = tmp_path / "out.csv"
-    args = ["protect", "--table", src, "--count", "n", "--by", "a,b,c,d", "--method", "round",
-            "--mode=controlled", "--base=3", "--out", out]
+    args = ["protect", "--table", src, "--count", "n", "--by", "a,b,c,d", "--method", "controlled-round",
+            "--base=3", "--out", out]
     code, _, err = cli(args, capsys)
     assert code == 3
     assert err.count("\n") == 1 and "no zero-restricted controlled rounding to base 3 exists" in err
     assert "--steps 1" in err and not out.exists()
     code, _, err = cli([*args, "--steps=1"], capsys)
-    assert code == 0, err and out.exists()
+    assert code == 0, err
+    assert out.exists()
 
 
 @pytest.mark.parametrize(
-    ("extra", "message"),
+    ("method", "extra", "message"),
     [
-        (["--mode=sideways", "--base=3"], "invalid choice: 'sideways'"),
-        (["--mode=random", "--base=0"], "base must be an integer >= 1; got 0"),
-        (["--mode=random", "--base=3", "--steps=1"], "steps applies to mode controlled only"),
-        (["--mode=semi-controlled", "--base=3", "--control=nope"], "control variable 'nope' is not a spanning"),
-        (["--mode=small-cell", "--base=3", "--intervals"], "intervals are defined for modes"),
-        (["--mode=controlled", "--base=3", "--time-limit=-1"], "time_limit must be a positive number"),
+        ("round", ["--mode=controlled"], "controlled rounding is the method 'controlled-round', not a --mode"),
+        ("round", ["--mode=sideways"], "parameter --mode must be one of conventional, random"),
+        ("round", ["--mode=random", "--base=0"], "parameter --base must be an integer >= 1; got 0"),
+        ("round", ["--mode=random", "--control=sex"], "--control applies to --mode semi-controlled only"),
+        ("round", ["--mode=semi-controlled", "--control=nope"], "--control variable 'nope' is not a spanning"),
+        ("round", ["--mode=small-cell", "--intervals"], "--intervals are defined for modes"),
+        ("controlled-round", ["--time-limit=-1"], "parameter --time-limit must be a finite number > 0"),
+        ("controlled-round", ["--work-limit=0"], "parameter --work-limit must be an integer >= 1; got 0"),
+        ("controlled-round", ["--solution=rapid", "--intervals"], "--intervals assume every cell within --steps"),
     ],
 )
-def test_bad_options_fail_in_one_line_and_write_nothing(tmp_path: Path, capsys, extra, message) -> None:
+def test_bad_options_fail_in_one_line_and_write_nothing(tmp_path: Path, capsys, method, extra, message) -> None:
     src = tmp_path / "cells.csv"
     pd.DataFrame({"sex": ["1", "2"], "n": [4, 7]}).to_csv(src, index=False)
     out = tmp_path / "out.csv"
-    code, _, err = cli(["protect", "--table", src, "--count", "n", "--by", "sex", "--method", "round", *extra,
+    code, _, err = cli(["protect", "--table", src, "--count", "n", "--by", "sex", "--method", method, *extra,
                         "--out", out], capsys)
-    assert code != 0
+    assert code == 2
     assert message in err and err.strip().count("\n") == 0
     assert not out.exists()

@@ -28,6 +28,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "swap": ("tabsafe.cli.swap", "swap households' geography (targeted or random) or PRAM microdata before tabulation"),
     "risk": ("tabsafe.cli.risk", "flag unsafe cells (threshold, dominance, coalitions, zeros)"),
     "audit": ("tabsafe.cli.audit", "differencing audit of tables released together"),
+    "measure": ("tabsafe.cli.measure", "exact risk of a method: information gain, differencing risk (JSON)"),
+    "evaluate": ("tabsafe.cli.evaluate", "methods side by side on the same tables: one HTML report"),
     "serve": ("tabsafe.cli.serve", "the table builder: HTTP API and web page, every table protected"),
     "keys-admin": ("tabsafe.cli.keys_admin", "users and API keys of the table builder; its audit log"),
     "demo": ("tabsafe.cli.demo", "the main job end to end on synthetic data"),

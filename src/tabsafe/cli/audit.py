@@ -29,6 +29,14 @@ _KINDS = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".json": "json
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
+    from tabsafe.cli.release import add_audit_arguments, wants_release
+
+    if wants_release(list(argv)):  # the release audit of published tables (tabsafe.cli.release)
+        add_audit_arguments(parser, list(argv))
+        return
+    parser.add_argument("--release", nargs="+", metavar="FILE",
+                        help="audit a release as published instead: the intruder's interval programs over all its "
+                             "tables (see --release FILE --help)")
     parser.add_argument("spec", metavar="SPEC", help="YAML file: data, derived variables, tables")
     parser.add_argument("--threshold", type=int, default=None,
                         help="small = 0 < n < threshold (default: the SPEC's, else 3)")
@@ -71,12 +79,16 @@ def _write(outputs: Outputs, target: Path, frame: pd.DataFrame, result: AuditRes
 
 
 def describe_sliver(row: dict[str, Any]) -> str:
-    """One sliver in words: its count, who, and the subtraction that reveals it."""
-    return (f"{row['count']} = {row['outer']} ({row['outer_count']}) - {row['inner']} ({row['inner_count']}): "
-            f"{row['sliver']}")
+    """One sliver in words: the subtraction that reveals it and who is in it — no count (stdout
+    is not a private file: the counts are original values, written only with the private --out)."""
+    return f"{row['outer']} - {row['inner']}: {row['sliver']}"
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "release", None):
+        from tabsafe.cli.release import run_audit
+
+        return run_audit(args)
     from tabsafe.io import Outputs
     from tabsafe.risk.differencing import DifferencingSpec, audit
 
@@ -97,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  [{tag}; {row['tables']}] {describe_sliver(row)}")
         if len(shown) > SHOWN:
             print(f"  ... and {len(shown) - SHOWN} more")
+        if len(shown) and target is None:
+            print("  (their counts are original values: write them to a private file with --out FILE)")
         if target is not None:
             assert kind is not None
             frame = _reported(result, zeros=args.zeros, everything=args.all_slivers)

@@ -19,7 +19,7 @@ from typing import Any
 from tabsafe.cli.common import positive_int, seed_int
 
 #: What the demo writes in its folder (a folder holding only these may be written again).
-DEMO_ENTRIES = ("census", "tables", "releases", "summary.json")
+DEMO_ENTRIES = ("census", "tables", "releases", "summary.json", "report.html")
 
 
 @dataclass(frozen=True)
@@ -124,6 +124,14 @@ def run(args: argparse.Namespace) -> int:
             shown = ", ".join(f"{k} {v}" for k, v in list(figures.items())[:4])
             print(f"   {table_name:22s} {label:19s} {secs:6.2f} s  {shown}")
         (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+        from tabsafe.evaluate.demo import write_demo_report
+
+        t0 = time.perf_counter()
+        write_demo_report(md, census.directory, tmp, seed=args.seed,
+                          params={method: params for _, method, params in reversed(PROTECTIONS)})
+        print(f"4. evaluation report, every registered method side by side ({time.perf_counter() - t0:.1f} s) "
+              f"-> {out / 'report.html'}")
     print(f"done in {time.perf_counter() - start:.1f} s. Outputs in {out}/: census/ (microdata, hierarchies), "
-          "tables/ (original counts: evaluation files), releases/ (protected tables), summary.json")
+          "tables/ (original counts: evaluation files), releases/ (protected tables), summary.json, report.html")
+    print(f"report: {out / 'report.html'}")
     return 0

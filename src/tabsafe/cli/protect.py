@@ -7,6 +7,8 @@ chained methods share is one option. The release (``--out``) holds published val
 ``--keep-original`` makes it an evaluation file with the original counts, ``--evaluation FILE``
 writes the evaluation values (originals, keys, statuses) to a file of their own, and ``--report``
 the method's report (its private figures only beside an evaluation output).
+``--release RELEASE.yaml`` protects the tables of a release config together instead
+(:mod:`tabsafe.cli.release`).
 """
 
 from __future__ import annotations
@@ -38,8 +40,14 @@ def _methods_in(argv: Sequence[str]) -> list[str]:
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    from tabsafe.cli.release import add_protect_arguments, wants_release
     from tabsafe.registry import get_method, method_names
 
+    if wants_release(argv):  # the tables of a release config, together (tabsafe.cli.release)
+        add_protect_arguments(parser, argv)
+        return
+    parser.add_argument("--release", metavar="RELEASE.yaml",
+                        help="protect the tables of a release config together (see --release FILE --help)")
     add_input_arguments(parser)
     parser.add_argument("--method", required=True, type=split_list, metavar="METHOD[,METHOD]",
                         help=f"protection method ({', '.join(method_names())}), or a chain A,B; "
@@ -63,6 +71,10 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
 
 
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "release", None):
+        from tabsafe.cli.release import run_protect
+
+        return run_protect(args)
     from tabsafe.cli.options import files_read, method_from_args
     from tabsafe.io import Outputs, evaluation_arrow, output_format, release_arrow
     from tabsafe.pipeline import Chain

@@ -96,6 +96,7 @@ class _GroupSpec:
     sums: tuple[str, ...] = ()
     key: None = None
     max_cells: int = DEFAULT_MAX_CELLS
+    weight: str | None = None  # none of its own; a Microdata carrying weights still sums them
 
 
 def grouped_counts(engine: Engine, data: Microdata | InnerCells, variables: Sequence[str], *,
@@ -134,6 +135,12 @@ class _Plan:
         self.engine_name = engine_name
         self.where_src = data.source.describe()
         self.q = dialect.ident
+        # records may carry weights (e.g. perturbation weights, 001 §7): a cell's count is then
+        # the sum of its records' weights
+        self.weight = spec.weight or (data.weight if isinstance(data, Microdata) else None)
+        if self.weight is not None and isinstance(data, InnerCells):
+            raise InputError(f"weights ({param('weight')}) apply to microdata, not to a table of inner cells",
+                             where=self.where_src)
 
     def run(self) -> Table:
         self.columns = dict(self.s.columns())
@@ -164,6 +171,8 @@ class _Plan:
                 self._check_size(sizes)
         if self.spec.key is not None:
             self._check_keys()
+        if self.weight is not None:
+            self._check_weights()
         return self._aggregate(declared, dims, n_rows)
 
     def grouped(self) -> GroupedCounts:
@@ -263,6 +272,8 @@ class _Plan:
             wanted.append((self.spec.key.column, "key"))
         if isinstance(self.data, InnerCells):
             wanted.append((self.data.count, "count"))
+        if self.weight is not None:
+            wanted.append((self.weight, "weight"))
         for name, option in wanted:
             if name not in self.columns:
                 shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
@@ -409,6 +420,24 @@ class _Plan:
             bad = lo if lo < 0 else hi
             raise InputError(f"{col} has values outside [0, 1) (e.g. {bad:g})", where=self.where_src)
 
+    def _check_weights(self) -> None:
+        """Weights are whole numbers >= 0 in every record (a count is their sum)."""
+        assert self.weight is not None
+        w = self.q(self.weight)
+        num = self.d.as_number(w)
+        row = self.s.run(
+            f"""SELECT count(*) FILTER (WHERE {w} IS NULL OR {num} IS NULL) AS a,
+                       count(*) FILTER (WHERE {num} < 0 OR {num} <> floor({num})) AS b,
+                       min({num}) FILTER (WHERE {num} < 0 OR {num} <> floor({num})) AS e
+                FROM {SOURCE}"""
+        ).to_pylist()[0]
+        col = f"weight column {self.weight!r}"
+        if row["a"]:
+            raise InputError(f"{col} has {_plural(row['a'], 'missing or non-numeric value')}", where=self.where_src)
+        if row["b"]:
+            raise InputError(f"{col} has {_plural(row['b'], 'value')} that are not whole numbers >= 0 "
+                             f"(e.g. {row['e']:g})", where=self.where_src)
+
     # ------------------------------------------------------------------ the one pass
     def _aggregate(self, declared: Mapping[str, Hierarchy | None], dims: Sequence[Dimension] | None,
                    n_rows: int) -> Table:
@@ -443,12 +472,18 @@ class _Plan:
         def same(total: str) -> str:
             return total
 
+        weight = None
         parts: list[tuple[str, Any]]
-        if isinstance(self.data, Microdata):
+        if isinstance(self.data, Microdata) and self.weight is not None:
+            weight = self.d.as_bigint(self.d.as_number(f"{SOURCE}.{self.q(self.weight)}"))
+            parts = [(f"sum({weight})", same), ("count(*)", same)]
+            names = ["count", "_ts_records"]
+        elif isinstance(self.data, Microdata):
             parts = [("count(*)", same)]
+            names = ["count"]
         else:
             parts = [(f"sum({self.d.as_bigint(self.d.as_number(self.q(self.data.count)))})", same)]
-        names = ["count"]
+            names = ["count"]
         for var in self.spec.sums:
             parts.append((f"sum({self.d.as_units(f'{SOURCE}.{self.q(var)}', self.spec.sum_digits)})", same))
             names.append(f"sum_{var}")
@@ -458,6 +493,9 @@ class _Plan:
             # Exact cell keys: fixed-point integers summed exactly, then reduced mod the scale.
             ints = (self.d.as_bigint(self.d.as_number(k)) if key.modulus is not None
                     else self.d.as_bigint(f"round({self.d.as_number(k)} * {key.scale})"))
+            if weight is not None:
+                # a record of weight 0 is in no cell: its key is in no cell key either
+                ints = f"CASE WHEN {weight} > 0 THEN {ints} ELSE 0 END"
             if n_rows * (key.scale - 1) > 2**63 - 1:
                 # The sum could pass a BIGINT (Spark's sum of BIGINT is a BIGINT; DuckDB's a
                 # HUGEINT): sum exact 38-digit decimals instead, which hold any such sum.
@@ -516,14 +554,15 @@ class _Plan:
             cell = to_numpy(result.column("_ts_id")).astype(np.int64, copy=False)
             if dims is None:
                 dims = [Dimension(v, h) for v, h in zip(self.spec.by, hiers)]  # type: ignore[arg-type]
-                grand = to_numpy(result.column("count"))[cell == 0]
+                grand = to_numpy(result.column(names[1] if weight is not None else "count"))[cell == 0]
                 if (int(grand[0]) if grand.size else 0) != n_rows:
                     self._find_lost_rows(hiers)
             keep = np.ones(result.num_rows, dtype=bool)
         else:
             gid = to_numpy(result.column("_ts_gid")).astype(np.int64)
             if dims is None:
-                dims = self._dimensions_from_result(result, gid, groups, hiers, n_rows)
+                dims = self._dimensions_from_result(result, gid, groups, hiers, n_rows,
+                                                    records="_ts_records" if weight is not None else "count")
                 self._check_size([len(d) for d in dims])
             shape = [len(d) for d in dims]
             strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
@@ -552,6 +591,7 @@ class _Plan:
                 arr = to_numpy(col, fill=0).astype(np.int64, copy=False)
             values[n] = arr[keep] if not keep.all() else arr
         cell = cell[keep] if not keep.all() else cell
+        values.pop("_ts_records", None)
         nonzero = values["count"] != 0
         for n, arr in values.items():
             if n.startswith("sum_"):
@@ -570,6 +610,8 @@ class _Plan:
             meta["key"] = {"column": key.column, "digits": key.digits, "modulus": key.modulus}
         if self.spec.sums:
             meta["sum_digits"] = self.spec.sum_digits
+        if self.weight is not None:
+            meta["weight"] = self.weight
         return Table.from_cells(dims, cell, values, meta, sort=True)
 
     def _find_lost_rows(self, hiers: Sequence[Hierarchy | None]) -> None:
@@ -581,12 +623,12 @@ class _Plan:
 
     def _dimensions_from_result(
         self, result: pa.Table, gid: np.ndarray, groups: Sequence[Sequence[str]],
-        hiers: Sequence[Hierarchy | None], n_rows: int,
+        hiers: Sequence[Hierarchy | None], n_rows: int, records: str = "count",
     ) -> list[Dimension]:
         """Validate codes using the single-variable grouping sets of the main pass."""
         n_bits = sum(len(g) for g in groups)
         total_rows = gid == (1 << n_bits) - 1
-        counts = to_numpy(result.column("count"))
+        counts = to_numpy(result.column(records))
         grand = int(counts[total_rows][0]) if total_rows.any() else 0
         if grand != n_rows:
             self._find_lost_rows(hiers)

@@ -89,11 +89,15 @@ class Microdata:
             of a tabulated variable outside its declared codelist is an error; variables without a
             declared codelist take the values found in the data.
         key: the record-key column, if the data carry one.
+        weight: the column of whole-number record weights tables count by (a cell's count is the
+            sum of its records' weights), if the records are weighted (e.g. by perturbation
+            weights, 001 §7).
     """
 
     source: Source
     codelists: Mapping[str, Hierarchy] = field(default_factory=dict)
     key: str | None = None
+    weight: str | None = None
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], **kwargs: Any) -> Microdata:
@@ -116,7 +120,8 @@ class Microdata:
     from_pandas = from_polars = from_arrow = from_frame
 
     def with_codelists(self, codelists: Mapping[str, Hierarchy]) -> Microdata:
-        return Microdata(source=self.source, codelists={**self.codelists, **codelists}, key=self.key)
+        return Microdata(source=self.source, codelists={**self.codelists, **codelists}, key=self.key,
+                         weight=self.weight)
 
     def read(self) -> pa.Table:
         """The records as one Arrow table (what a microdata method perturbs). A CSV is read with

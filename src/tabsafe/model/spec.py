@@ -61,6 +61,9 @@ class TableSpec:
         sum_digits: decimal places of the summed values (each record's value is rounded to them).
         key: compute the exact cell key from this record-key column.
         max_cells: refuse tables whose grid (margins included) has more cells than this.
+        weight: a column of whole-number record weights: a cell's count is the sum of its
+            records' weights (e.g. perturbation weights, 001 §7); default: the microdata's own
+            weight column, if it declares one, else every record counts 1.
     """
 
     by: tuple[str, ...]
@@ -70,6 +73,7 @@ class TableSpec:
     sum_digits: int = DEFAULT_SUM_DIGITS
     key: KeySpec | None = None
     max_cells: int = DEFAULT_MAX_CELLS
+    weight: str | None = None
 
     def __post_init__(self) -> None:
         by = tuple(self.by)
@@ -94,6 +98,12 @@ class TableSpec:
             raise InputError(f"{param('sum_digits')} must be an integer in 0..9; got {self.sum_digits!r}")
         if isinstance(self.max_cells, bool) or not isinstance(self.max_cells, int) or self.max_cells < 1:
             raise InputError(f"{param('max_cells')} must be an integer >= 1; got {self.max_cells!r}")
+        if self.weight is not None:
+            if not isinstance(self.weight, str) or not self.weight.strip():
+                raise InputError(f"{param('weight')} must be a column name; got {self.weight!r}")
+            if self.weight in by or self.weight in sums:
+                raise InputError(f"variable {self.weight!r} is both a weight ({param('weight')}) and "
+                                 f"{'spanning' if self.weight in by else 'summed'}")
         object.__setattr__(self, "where", _filter.coerce(self.where, where="where"))
         unused = sorted(set(self.hierarchies) - set(by))
         if unused:

@@ -162,6 +162,28 @@ class CellKeyMethod(TableMethod):
             identity=cls(ptable=identity),
         )
 
+    def published_distribution(self, n: int) -> dict[int, float]:
+        """``P(published | true n)`` of every cell (the :class:`~tabsafe.method.CellDistribution`
+        capability): ``n + v`` with the probabilities of the p-table row ``min(n, i_max)``
+        (000 §5.4, Table 5.16), since a cell key is uniform on [0, 1); a cell without records has
+        no key and stays 0. In the ABS integer form the key is uniform on ``0..M-1`` and the
+        probabilities are those of the look-up table: multiples of ``1/M`` (004 §3.3)."""
+        n = int(n)
+        if n == 0:
+            return {0: 1.0}
+        ptable = self.ptable_table
+        ub, v = ptable.intervals(n)
+        if self.abs_modulus is None:
+            lb = np.concatenate([[0.0], ub[:-1]])
+            probs = ub - lb
+        else:
+            probs = _abs_row_shares(ub, int(self.abs_modulus))
+        out: dict[int, float] = {}
+        for value, p in zip(v.tolist(), probs.tolist()):
+            if p > 0:
+                out[n + int(value)] = out.get(n + int(value), 0.0) + float(p)
+        return out
+
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Perturbed counts for every stored cell (cells without records stay 0)."""
         from tabsafe.protect.cell_key import (
@@ -223,6 +245,20 @@ class CellKeyMethod(TableMethod):
             cells=table, release=release, evaluation=evaluation, figures=figures,
             notes=tuple(notes),
         )
+
+
+def _abs_row_shares(ub: np.ndarray, modulus: int) -> np.ndarray:
+    """The share of the ``modulus`` integer keys that pick each target of one p-table row, as
+    :func:`~tabsafe.protect.cell_key.abs_lookup_table` assigns them (key ``c`` stands for
+    ``(c + 1) / M`` and takes the first target with ``p_int_ub >= (c + 1) / M``)."""
+    if modulus <= 2**22:
+        keys = (np.arange(modulus) + 1) / modulus
+        picked = np.minimum(np.searchsorted(ub, keys, side="left"), ub.size - 1)
+        return np.bincount(picked, minlength=ub.size) / modulus
+    # too many keys to list: count the integers k = c + 1 in (M·lb, M·ub] directly
+    upto = np.minimum(np.floor(ub * modulus), modulus)
+    upto[-1] = modulus
+    return np.diff(np.concatenate([[0.0], upto])) / modulus
 
 
 @lru_cache(maxsize=32)

@@ -1,4 +1,5 @@
-"""Rounding of frequency tables to a base, in all its variants (method ``round``).
+"""Rounding of frequency tables to a base (method ``round``); controlled rounding is the method
+``controlled-round`` (:mod:`tabsafe.protect.controlled_rounding`).
 
 Modes (seed 000 §5.5; 001 §5, §8; 002 §3.2.1; 004 §3.2; METHODS.md §4), with ``z = u·b + r``:
 
@@ -25,40 +26,33 @@ Modes (seed 000 §5.5; 001 §5, §8; 002 §3.2.1; 004 §3.2; METHODS.md §4), wi
     small cell adjustment (000 §5.5): inner cells ``0 < z < b`` go to ``b`` with probability
     ``z/b`` and to 0 otherwise; other inner cells stay; margins are sums of the adjusted cells
     (additive).
-``controlled``
-    controlled rounding (000 §5.5.1), see :mod:`tabsafe.protect.controlled_rounding`.
 
-Output: ``count`` (rounded), ``original``; with ``intervals`` also ``lower``/``upper``, the
-existence interval a user can derive for each cell (000 §5.5.1.2; METHODS.md §4).
+Sparse tables: conventional, random and consistent rounding leave a zero at zero, so they round
+the stored cells only. Semi-controlled rounding, small cell adjustment and existence intervals
+(a zero's interval is ``[0, b−1]``, not the implied ``[0, 0]``) work on the whole grid.
 """
 
 from __future__ import annotations
 
-import argparse
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from tabsafe.errors import InputError
-from tabsafe.model.result import Protection, Report
+from tabsafe.errors import InputError, param
+from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.spec import KeySpec
-from tabsafe.model.table import Table
-from tabsafe.protect.controlled_rounding import (
-    DEFAULT_MAX_CELLS,
-    SolutionKind,
-    _Grid,
-    controlled_round,
-    existence_intervals,
-)
-from tabsafe.registry import Needs, register_method
+from tabsafe.params import Bool, Choice, Int, Optional, Text, parameter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.table import Table
 
 __all__ = [
     "Mode",
     "Rounding",
-    "conventional_round",
     "consistent_round",
+    "conventional_round",
     "random_round",
     "semi_controlled_round",
     "small_cell_adjust",
@@ -66,14 +60,13 @@ __all__ = [
 
 
 class Mode(str, Enum):
-    """Rounding variants (000 §5.5)."""
+    """Rounding variants of the method ``round`` (000 §5.5)."""
 
     CONVENTIONAL = "conventional"
     RANDOM = "random"
     SEMI_CONTROLLED = "semi-controlled"
     CONSISTENT = "consistent"
     SMALL_CELL = "small-cell"
-    CONTROLLED = "controlled"
 
 
 # --------------------------------------------------------------------------------------------
@@ -151,103 +144,100 @@ def small_cell_adjust(z: np.ndarray, base: int, draws: np.ndarray) -> np.ndarray
 # the method
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--mode", required=True, choices=[m.value for m in Mode], help="rounding variant")
-    parser.add_argument("--base", required=True, type=int, help="rounding base b (e.g. 3 or 5)")
-    parser.add_argument("--steps", type=int, default=0,
-                        help="controlled: allow K steps beyond the adjacent multiples (default 0: zero-restricted)")
-    parser.add_argument("--control", metavar="VAR",
-                        help="semi-controlled: control the total of each code of VAR instead of the grand total")
-    parser.add_argument("--key", default="rkey", metavar="COLUMN", help="consistent: record-key column (default rkey)")
-    parser.add_argument("--solution", default="optimal", choices=[k.value for k in SolutionKind],
-                        help="controlled: optimal (default), first-feasible or rapid")
-    parser.add_argument("--time-limit", type=float, default=60.0, metavar="SECONDS",
-                        help="controlled: time limit (default 60)")
-    parser.add_argument("--intervals", action="store_true",
-                        help="add the existence interval columns lower, upper (release columns)")
+class ModeChoice(Choice):
+    """The rounding mode; ``controlled`` is not one: controlled rounding is its own method."""
+
+    def check(self, name: str, value: Any) -> Any:
+        raw = value.value if isinstance(value, Enum) else value
+        if raw == "controlled":
+            raise InputError(f"controlled rounding is the method 'controlled-round', not a {param(name)} of "
+                             "the method 'round'")
+        return super().check(name, value)
 
 
-def _from_args(args: argparse.Namespace) -> Rounding:
-    return Rounding(
-        mode=args.mode, base=args.base, steps=args.steps, control=args.control, key=args.key,
-        solution=args.solution, time_limit=args.time_limit, intervals=args.intervals,
-    )
-
-
-@register_method(
-    "round", add_arguments=_add_arguments, from_args=_from_args,
-    summary="round every cell to a base: conventional, random, semi-controlled, consistent, small-cell, controlled",
-)
 @dataclass(frozen=True, kw_only=True)
-class Rounding:
-    """Rounding to a base (000 §5.5; METHODS.md §4).
+class Rounding(TableMethod):
+    """Rounding to a base: conventional, random, semi-controlled, consistent or small-cell (000 §5.5).
+
+    Every cell becomes a multiple of the base (small-cell: only counts below the base move);
+    see the module docstring for each mode. The defaults are unbiased random rounding to base 3.
+    Controlled rounding (additive, optimised) is the method ``controlled-round``.
 
     Attributes:
-        mode: the variant (:class:`Mode` or its name).
-        base: the rounding base ``b`` (≥ 2; 1 leaves every table as it is).
-        steps: controlled only: ``K`` steps beyond the adjacent multiples.
+        mode: the rounding variant (000 §5.5; the module docstring of tabsafe.protect.rounding).
+        base: the rounding base b (1 leaves every table as it is).
         control: semi-controlled only: the variable whose codes' totals are controlled (default:
             the grand total).
         key: consistent only: the record-key column of the microdata.
-        solution: controlled only: ``optimal``, ``first-feasible`` or ``rapid``.
-        time_limit: controlled only: seconds.
-        max_cells: controlled only: tables above this many cells are rounded part by part.
-        intervals: add the existence-interval columns ``lower`` and ``upper``.
+        intervals: add the existence intervals lower and upper a user can derive from each
+            rounded value and the base (000 §5.5.1.2; not for small-cell).
     """
 
     name: ClassVar[str] = "round"
+    random: ClassVar[bool] = True
 
-    mode: Mode | str
-    base: int
-    steps: int = 0
-    control: str | None = None
-    key: str = "rkey"
-    solution: SolutionKind | str = SolutionKind.OPTIMAL
-    time_limit: float = 60.0
-    max_cells: int = DEFAULT_MAX_CELLS
-    intervals: bool = False
+    mode: Mode = parameter(Mode.RANDOM, check=ModeChoice(Mode))
+    base: int = parameter(3, check=Int(min=1))
+    control: str | None = parameter(None, check=Optional(Text(identifier=True)))
+    key: str = parameter("rkey", check=Text(identifier=True))
+    intervals: bool = parameter(False, check=Bool())
 
-    def __post_init__(self) -> None:
-        try:
-            object.__setattr__(self, "mode", Mode(self.mode))
-        except ValueError:
-            allowed = ", ".join(m.value for m in Mode)
-            raise InputError(f"mode must be one of {allowed}; got {self.mode!r}") from None
-        object.__setattr__(self, "solution", SolutionKind.parse(self.solution))
-        if not _is_int(self.base) or self.base < 1:
-            raise InputError(f"base must be an integer >= 1; got {self.base!r}")
-        if not _is_int(self.steps) or self.steps < 0:
-            raise InputError(f"steps must be an integer >= 0; got {self.steps!r}")
-        if self.steps and self.mode is not Mode.CONTROLLED:
-            raise InputError(f"steps applies to mode controlled only; got steps={self.steps} with mode {self.mode.value}")
+    def validate(self) -> None:
         if self.control is not None and self.mode is not Mode.SEMI_CONTROLLED:
-            raise InputError(f"control applies to mode semi-controlled only; got control={self.control!r} "
-                             f"with mode {self.mode.value}")
-        if not isinstance(self.time_limit, (int, float)) or isinstance(self.time_limit, bool) or self.time_limit <= 0:
-            raise InputError(f"time_limit must be a positive number of seconds; got {self.time_limit!r}")
-        if not _is_int(self.max_cells) or self.max_cells < 1:
-            raise InputError(f"max_cells must be an integer >= 1; got {self.max_cells!r}")
+            raise InputError(f"{param('control')} applies to {param('mode')} semi-controlled only; got "
+                             f"{param('control')} {self.control!r} with {param('mode')} {self.mode.value}")
         if self.intervals and self.mode is Mode.SMALL_CELL:
-            raise InputError("intervals are defined for modes that round every cell to a multiple of the base; "
-                             "got intervals with mode small-cell")
-        if not isinstance(self.key, str) or not self.key:
-            raise InputError(f"key must be a column name; got {self.key!r}")
+            raise InputError(f"{param('intervals')} are defined for modes that round every cell to a multiple of "
+                             f"the base; got {param('intervals')} with {param('mode')} small-cell")
 
     def needs(self) -> Needs:
         if self.mode is Mode.CONSISTENT:
             return Needs(key=KeySpec(column=self.key), microdata=True)
         return Needs()
 
-    def protect(self, table: Table, *, seed: int | None = None) -> Protection:
-        """Round ``table``; the result holds ``count`` (rounded) and ``original``."""
-        z = np.asarray(table.counts, dtype=np.int64)
+    @classmethod
+    def examples(cls) -> Examples:
+        return Examples(
+            typical=(
+                cls(), cls(mode="conventional", base=5, intervals=True), cls(mode="semi-controlled", base=5),
+                cls(mode="semi-controlled", control="area"), cls(mode="consistent", base=5),
+                cls(mode="small-cell", base=5),
+            ),
+            identity=cls(base=1),
+        )
+
+    def published_distribution(self, n: int) -> dict[int, float] | None:
+        """``P(published | n)`` of a cell (the :class:`~tabsafe.method.CellDistribution`
+        capability; METHODS.md §4), ``n = u·b + r``: random — ``(u+1)·b`` with probability
+        ``r/b``, else ``u·b``; consistent — the same, the cell key being uniform; conventional —
+        the nearest multiple (``2r >= b`` up); small-cell (inner cells) — below the base, ``b``
+        with probability ``n/b``, else 0; others unchanged. Semi-controlled rounding selects the
+        cells that go up jointly: ``None``."""
+        b, n = int(self.base), int(n)
+        if self.mode is Mode.SEMI_CONTROLLED:
+            return None
+        u, r = divmod(n, b)
+        if r == 0:
+            return {n: 1.0}
+        if self.mode is Mode.CONVENTIONAL:
+            return {(u + (2 * r >= b)) * b: 1.0}
+        if self.mode is Mode.SMALL_CELL:
+            return {n: 1.0} if n >= b else {b: n / b, 0: 1 - n / b}
+        return {(u + 1) * b: r / b, u * b: 1 - r / b}
+
+    def apply(self, table: Table, seed: int | None) -> Outcome:
+        """Round ``table`` (module docstring); the release holds ``count`` and, with
+        ``intervals``, ``lower`` and ``upper``."""
+        b = int(self.base)
+        mode = self.mode
+        whole_grid = mode in (Mode.SEMI_CONTROLLED, Mode.SMALL_CELL) or self.intervals
+        cells = table.densify() if whole_grid else table
+        z = np.asarray(cells.counts, dtype=np.int64)
         if z.size and z.min() < 0:
             raise InputError(f"rounding needs counts >= 0; got {int(z.min())}")
-        b = int(self.base)
         rng = np.random.default_rng(seed)
-        figures: dict[str, Any] = {}
+        figures: dict[str, Any] = {"cells": cells.n_cells}
         notes: list[str] = []
-        mode = self.mode
         if mode is Mode.CONVENTIONAL:
             values = conventional_round(z, b)
             notes.append("margins rounded separately from the inner cells: the table is not additive")
@@ -255,79 +245,52 @@ class Rounding:
             values = random_round(z, b, rng.random(z.size))
             notes.append("margins rounded separately from the inner cells: the table is not additive")
         elif mode is Mode.CONSISTENT:
-            if "ckey" not in table.cells.columns:
-                raise InputError("mode consistent needs cell keys: tabulate microdata with a record key",
-                                 where=f"key column {self.key!r}")
-            values = consistent_round(z, b, table.column("ckey"))
+            if not cells.has("ckey"):
+                raise InputError(f"{param('mode')} consistent needs microdata with a record key "
+                                 f"({param('key')} {self.key!r}): its cell keys drive the rounding")
+            values = consistent_round(z, b, cells.column("ckey"))
             notes.append("the draw of each cell is its cell key frac(sum of record keys): the same records "
                          "round the same way in every table")
         elif mode is Mode.SEMI_CONTROLLED:
-            values, n_groups = self._semi_controlled(table, z, b, rng)
+            values, n_groups = self._semi_controlled(cells, z, b, rng)
             figures["controlled_totals"] = n_groups
-        elif mode is Mode.SMALL_CELL:
-            inner = table.leaf_mask
-            adjusted = np.where(inner, small_cell_adjust(z, b, rng.random(z.size)), 0)
-            values = _Grid.of(table).aggregate(adjusted)
-            figures["small_cells_adjusted"] = int(np.count_nonzero(inner & (z > 0) & (z < b)))
         else:
-            res = controlled_round(
-                table, base=b, steps=int(self.steps), solution=self.solution, time_limit=float(self.time_limit),
-                max_cells=int(self.max_cells), seed=seed,
-            )
-            values = res.values
-            figures.update(
-                objective=res.objective, lower_bound=res.lower_bound, gap=round(res.gap, 6),
-                status=res.status, bound=res.bound_kind, seconds=round(res.seconds, 3),
-                first_solution_seconds=round(res.first_seconds or res.seconds, 3), programs=res.parts,
-            )
-            notes += list(res.notes)
-        values = np.asarray(values, dtype=np.int64)
-        figures = {"cells": int(z.size), "cells_changed": int(np.count_nonzero(values != z)), **figures}
-        columns: dict[str, np.ndarray] = {"count": values, "original": z.copy()}
-        release = ["count"]
-        if self.intervals:
-            lower, upper = existence_intervals(values, base=b, steps=int(self.steps))
-            columns.update(lower=lower, upper=upper)
-            release += ["lower", "upper"]
-        params = {
-            "mode": mode.value, "base": b, "steps": int(self.steps), "control": self.control, "key": self.key,
-            "solution": self.solution.value, "time_limit": float(self.time_limit), "max_cells": int(self.max_cells),
-            "intervals": bool(self.intervals),
-        }
-        report = Report(method=self.name, params=params, seed=seed, figures=figures, notes=tuple(notes))
-        return Protection(table=table.with_values(**columns), report=report, release_columns=tuple(release))
+            from tabsafe.protect.controlled_rounding.grid import Grid
 
-    def _semi_controlled(
-        self, table: Table, z: np.ndarray, b: int, rng: np.random.Generator
-    ) -> tuple[np.ndarray, int]:
-        """Inner cells by controlled selection per group; the controlled totals are the sums of their
-        rounded inner cells; every other cell randomly rounded on its own."""
+            inner = cells.leaf_mask
+            adjusted = np.where(inner, small_cell_adjust(z, b, rng.random(z.size)), 0)
+            values = Grid.of(cells).aggregate(adjusted)
+            notes.append("margins are sums of the adjusted inner cells: the table is additive")
+        values = np.asarray(values, dtype=np.int64)
+        release: dict[str, np.ndarray] = {"count": values}
+        if self.intervals:
+            from tabsafe.protect.controlled_rounding.steps import existence_intervals
+
+            lower, upper = existence_intervals(values, base=b, steps=0)
+            release.update(lower=lower, upper=upper)
+        # how many cells moved tells which counts were multiples of the base: evaluation only
+        private = {"cells_changed": int(np.count_nonzero(values != z))}
+        return Outcome(cells=cells, release=release, figures=figures, private=private, notes=tuple(notes))
+
+    def _semi_controlled(self, table: Table, z: np.ndarray, b: int, rng: np.random.Generator) -> tuple[np.ndarray, int]:
+        """Inner cells by controlled selection per group; the controlled totals are the sums of
+        their rounded inner cells; every other cell randomly rounded on its own. ``table`` is
+        dense (row = grid id)."""
         inner = table.leaf_mask
         if self.control is None:
             groups = np.where(inner, 0, -1)
-            totals = {0: 0}  # the grand total is row 0 (every code at its root)
-            n_groups = 1
+            totals = {0: table.cell_id({})}  # the grand total: every variable at its total
         else:
             if self.control not in table.variables:
-                raise InputError(f"control variable {self.control!r} is not a spanning variable of the table "
-                                 f"({', '.join(table.variables)})")
-            ax = table.variables.index(self.control)
-            pos = table.positions(ax)
-            groups = np.where(inner, pos, -1)
+                raise InputError(f"{param('control')} variable {self.control!r} is not a spanning variable of the "
+                                 f"table ({', '.join(table.variables)})")
+            ax = table.axis(self.control)
+            groups = np.where(inner, table.positions(ax), -1)
             h = table.dimensions[ax].hierarchy
-            totals = {}
-            for code in h.leaves:
-                codes = [d.hierarchy.order[0] for d in table.dimensions]
-                codes[ax] = code
-                totals[h.position[code]] = table.row_of(codes)
-            n_groups = len(totals)
+            totals = {h.position[code]: table.cell_id({self.control: code}) for code in h.leaves}
         values = random_round(z, b, rng.random(z.size))
         chosen = semi_controlled_round(z, b, groups, rng)
         values = np.where(inner, chosen, values)
         for g, row in totals.items():
             values[row] = chosen[groups == g].sum()
-        return values, n_groups
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+        return values, len(totals)

@@ -54,11 +54,46 @@ class Intervals:
     exact: np.ndarray | None = None
 
 
-def _widen(pool_lo: np.ndarray, pool_hi: np.ndarray, want: np.ndarray, point: np.ndarray | None) -> None:
+def widen(pool_lo: np.ndarray, pool_hi: np.ndarray, want: np.ndarray, point: np.ndarray | None) -> None:
     """Stretch the known range of the targets ``want`` to a feasible ``point``."""
     if point is not None:
         np.minimum(pool_lo, point[want], out=pool_lo)
         np.maximum(pool_hi, point[want], out=pool_hi)
+
+
+def spread(A: sp.csr_matrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray, point: np.ndarray,
+           aim: np.ndarray, need: np.ndarray, seen_lo: np.ndarray, seen_hi: np.ndarray) -> None:
+    """Widen the known range ``[seen_lo, seen_hi]`` of the cells ``aim`` of ``{A y = b, lower ≤ y
+    ≤ upper}`` with optima of a few programs, until few are narrower than ``need``.
+
+    Every optimal point is a table the intruder cannot rule out, so the values it gives a cell lie
+    in the cell's feasibility interval: inner bounds, found for many cells at once. The programs
+    push every cell not yet wide enough up and then down, then with random signs (cells tied by
+    a relation move in opposite directions), while that settles many; they are confined to a
+    box of ``need + 1`` around the feasible ``point`` so that no push runs off to infinity.
+    """
+    cap = float(need.max()) + 1.0 if need.size else 1.0
+    free = np.isnan(point)  # a cell of unknown value is not boxed
+    box = ExtremeSolver(A, b, np.where(free, lower, np.maximum(lower, point - cap)),
+                        np.where(free, upper, np.minimum(upper, point + cap)))
+
+    def take(x: np.ndarray | None) -> None:
+        widen(seen_lo, seen_hi, aim, x)
+
+    rng = np.random.default_rng(0)  # deterministic: the same audit every run
+    open_ = seen_hi - seen_lo < need - _TOL
+    signed = False
+    while open_.sum() > 8:
+        before = int(open_.sum())
+        push = np.zeros(A.shape[1])
+        push[aim[open_]] = rng.choice([-1.0, 1.0], before) if signed else 1.0
+        take(box.optimum(push, maximize=True).x)
+        take(box.optimum(push, maximize=False).x)
+        open_ = seen_hi - seen_lo < need - _TOL
+        if open_.sum() > 0.9 * before:
+            if signed:
+                break
+            signed = True
 
 
 def feasibility_intervals(
@@ -150,31 +185,23 @@ def feasibility_intervals(
         solver = ExtremeSolver(sub, b[crow], lb[cells], np.full(cols.size, math.inf))
         pool_lo = values[cells[want]].copy()
         pool_hi = pool_lo.copy()
-        take = partial(_widen, pool_lo, pool_hi, want)
+        take = partial(widen, pool_lo, pool_hi, want)
 
         if certify:
-            # Push every target not yet wide enough up, then down, while that settles many.
-            width_cap = float(req[cells[want]].max()) + 1.0
-            ub = np.where(np.isnan(values[cells]), math.inf, values[cells] + width_cap)
-            box = ExtremeSolver(sub, b[crow], lb[cells], ub)
-            open_ = pool_hi - pool_lo < req[cells[want]] - _TOL
-            while open_.sum() > 8:
-                before = int(open_.sum())
-                push = np.zeros(cols.size)
-                push[want[open_]] = 1.0
-                take(box.optimum(push, maximize=True).x)
-                take(box.optimum(push, maximize=False).x)
-                open_ = pool_hi - pool_lo < req[cells[want]] - _TOL
-                if open_.sum() > 0.9 * before:
-                    break
+            spread(sub, b[crow], lb[cells], np.full(cols.size, math.inf), values[cells], want,
+                   req[cells[want]], pool_lo, pool_hi)
         for i, w in enumerate(want.tolist()):
             cell = int(cells[w])
             if certify and pool_hi[i] - pool_lo[i] >= req[cell] - _TOL:
                 continue
-            low = solver.extreme(w, maximize=False)
             high = solver.extreme(w, maximize=True)
-            take(low.x)
             take(high.x)
+            if certify and (not math.isfinite(high.value) or pool_hi[i] - pool_lo[i] >= req[cell] - _TOL):
+                if not math.isfinite(high.value):
+                    pool_hi[i] = math.inf
+                continue  # its maximum alone leaves it wide enough: one program, not two
+            low = solver.extreme(w, maximize=False)
+            take(low.x)
             lo[cell], hi[cell] = low.value, high.value
             exact[cell] = True
             if req[cell] > 0 and high.value - low.value < req[cell] - _TOL:

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tabsafe.errors import InputError, TabsafeError
-from tabsafe.method import Examples, Method, MicrodataMethod, TableMethod
+from tabsafe.method import CellDistribution, Examples, Method, MicrodataMethod, TableMethod
 from tabsafe.params import Bool, Choice, Int, Optional, Real, Text, TextList
 
 __all__ = ["CHECKS", "check_method", "example_data", "example_table"]
@@ -248,6 +248,36 @@ def check_identity(method: TableMethod, table: Any) -> None:
     assert np.array_equal(got, want), f"{method.name}: identity parameters changed the counts"
 
 
+def check_cell_distribution(method: TableMethod, table: Any) -> None:
+    """A method that states ``P(published | n)`` (:class:`~tabsafe.method.CellDistribution`)
+    states a distribution (integer values, probabilities summing to 1) and publishes every inner
+    cell at a value its distribution allows."""
+    if not isinstance(method, CellDistribution) or method.published_distribution(1) is None:
+        return
+    dists = {}
+    for n in range(13):
+        dist = method.published_distribution(n)
+        assert dist is not None, f"{method.name}: a distribution for n=1 but none for n={n}"
+        assert all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in dist), (
+            f"{method.name}: P(published | {n}) has a value that is not an integer")
+        assert all(p >= 0 for p in dist.values()), f"{method.name}: P(published | {n}) has a negative probability"
+        assert abs(sum(dist.values()) - 1) < 1e-9, f"{method.name}: P(published | {n}) sums to {sum(dist.values())}"
+        dists[n] = dist
+    out = method.protect(table, seed=11)
+    ev = out.evaluation
+    rows = out.release.table.rows_of(ev.ids)
+    published = out.release.table.column("count")
+    inner = ev.leaf_mask
+    for row, original, ok in zip(rows, ev.column("original"), inner):
+        if not ok:
+            continue
+        value = published[row] if row >= 0 else 0
+        n = int(original)
+        dist = dists.get(n) or method.published_distribution(n)
+        assert dist.get(int(value), 0) > 0, (
+            f"{method.name}: an inner cell of {n} was published as {value}, which P(published | {n}) rules out")
+
+
 def check_microdata_method(method: MicrodataMethod, microdata: Any) -> Any:
     """Same seed → same records; input untouched; report complete."""
     source_before = microdata.source.table if hasattr(microdata.source, "table") else None
@@ -282,7 +312,7 @@ def check_cli(cls: type[Method]) -> None:
 
 CHECKS: tuple[Callable[..., Any], ...] = (
     check_declared, check_params_roundtrip, check_bad_values, check_table_method, check_identity,
-    check_microdata_method, check_microdata_identity, check_cli,
+    check_cell_distribution, check_microdata_method, check_microdata_identity, check_cli,
 )
 
 
@@ -301,7 +331,9 @@ def check_method(cls: type[Method]) -> None:
         check_params_roundtrip(ex.identity)
     if issubclass(cls, TableMethod):
         for m in ex.typical:
-            check_table_method(m, example_table(m, ex))
+            table = example_table(m, ex)
+            check_table_method(m, table)
+            check_cell_distribution(m, table)
         if ex.identity is not None:
             check_identity(ex.identity, example_table(ex.identity, ex))
     else:

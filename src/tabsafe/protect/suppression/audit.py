@@ -6,6 +6,11 @@ compute about each primary cell from the published ones, the relations and the k
 values). A primary cell whose interval is narrower than its protection gets one more suppressed
 cell among the published cells that hold its bound (cells with room to move first), and the
 elimination runs again with the added cells hidden from the start, until the audit passes.
+
+After a pattern passes, :func:`republish_derivable` publishes again every suppressed cell that
+is not primary and that the intruder can compute exactly anyway: hiding it costs information and
+protects nothing, and publishing a value the feasible set already fixes leaves that set — and so
+every interval — as it was (the pattern is audited again all the same).
 """
 
 from __future__ import annotations
@@ -19,7 +24,7 @@ from tabsafe.protect.suppression.elimination import gauss
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.risk.intervals import Intervals, feasibility_intervals
 
-__all__ = ["Audit", "audit", "fast"]
+__all__ = ["Audit", "audit", "fast", "republish_derivable"]
 
 _LP_TOL = 1e-7
 
@@ -66,10 +71,20 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit) -> np
     for p in np.flatnonzero(result.narrow).tolist():
         pool = np.asarray(holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
         pool = pool[allowed[pool]] if pool.size else pool
-        if pool.size == 0:  # no dual information: the published neighbours of p
-            rels = AT[p].indices
-            pool = np.unique(A[rels].indices) if rels.size else np.zeros(0, dtype=np.int64)
-            pool = pool[allowed[pool]]
+        # no dual information, or only cells that may not be hidden: the published neighbours of
+        # p, else of the suppressed cells it is tied to (a suppressed aggregate whose children
+        # are published zeros is protected through its one suppressed child's other relations)
+        reached = np.zeros(problem.n_cells, dtype=bool)
+        reached[p] = True
+        frontier = np.array([p])
+        for _ in range(4):
+            if pool.size or frontier.size == 0:
+                break
+            rels = np.unique(AT[frontier].indices)
+            near = np.unique(A[rels].indices) if rels.size else np.zeros(0, dtype=np.int64)
+            pool = near[allowed[near]]
+            frontier = near[suppressed[near] & ~reached[near]]
+            reached[frontier] = True
         if pool.size == 0:
             raise MethodError(
                 f"primary cell {problem.name(p)} cannot be protected: every cell that could hide it is "
@@ -100,3 +115,32 @@ def fast(problem: Problem, *, hidden_first: np.ndarray | None = None) -> tuple[n
         extra = extra | _repair_cells(problem, suppressed, result)
     raise MethodError(f"secondary suppression did not pass its interval audit within {MAX_ROUNDS} rounds",
                       reason=Reason.WORK_LIMIT)
+
+
+def republish_derivable(problem: Problem, suppressed: np.ndarray) -> tuple[np.ndarray, int]:
+    """Publish again the suppressed non-primary cells an intruder can compute exactly.
+
+    Source: issue #13 ("secondary suppression publishes again every suppressed cell that is
+    exactly derivable and not primary"). A cell whose feasibility interval is one value is
+    fixed in every table the intruder cannot rule out, so publishing it changes nothing an
+    intruder can learn; all of them are published at once.
+
+    Returns:
+        the new pattern and how many cells were published again.
+    """
+    secondary = suppressed & problem.candidates
+    if not secondary.any():
+        return suppressed, 0
+    # a width of half a unit certified by any two tables the intruder cannot tell apart settles a
+    # cell as not derivable: only the others get their own programs
+    res = feasibility_intervals(problem.A, problem.values, suppressed, lower=problem.lower, targets=secondary,
+                                required=np.full(problem.n_cells, 0.5), certify=True)
+    width = res.upper - res.lower
+    derivable = secondary & (width <= _LP_TOL)
+    if not derivable.any():
+        return suppressed, 0
+    out = suppressed & ~derivable
+    again = audit(problem, out)
+    if not again.passed:  # cannot happen (the feasible set is unchanged); never publish then
+        return suppressed, 0
+    return out, int(derivable.sum())

@@ -1,6 +1,9 @@
 """Linked tables: tables sharing cells, suppressed consistently (seed 000 §5.2 "linking").
 
-The tables are embedded in the table spanned by all their variables (the "cover table" of
+:func:`release_problem` suppresses the tables of a release on the union of their own cells and
+relations (:class:`tabsafe.release.cells.ReleaseCells`): shared cells are one cell, and the
+elimination's basis is made from each table's (:func:`~.elimination.joint_basis`).
+:func:`joint_table` embeds tables in the table spanned by all their variables instead (the "cover table" of
 tau-ARGUS' linked-tables mode): each table's cells are cells of it (the table's codes and the
 total of every variable the table lacks), its other cells are unknown to the intruder (hidden).
 A shared cell is one cell, so it is suppressed in every table or in none, and an intruder who
@@ -17,9 +20,11 @@ import numpy as np
 
 from tabsafe.errors import InputError
 from tabsafe.model.table import Dimension, Table
-from tabsafe.protect.suppression.problem import cell_name
+from tabsafe.protect.suppression.elimination import joint_basis, table_basis
+from tabsafe.protect.suppression.problem import CellSystem, Problem, Settings, cell_name
+from tabsafe.release.cells import ReleaseCells
 
-__all__ = ["MAX_JOINT_CELLS", "JointTable", "joint_table"]
+__all__ = ["MAX_JOINT_CELLS", "JointTable", "joint_table", "release_problem"]
 
 MAX_JOINT_CELLS = 5_000_000
 
@@ -84,3 +89,17 @@ def joint_table(tables: Sequence[Table]) -> JointTable:
         counts[rows] = vals
         maps.append(rows)
     return JointTable(Table.from_grid(joint_dims, {"count": counts}), tuple(maps))
+
+
+def release_system(cells: ReleaseCells) -> CellSystem:
+    """The cells of a release as the cells secondary suppression works on (true counts)."""
+
+    def basis(zeros_published: bool) -> list[dict[int, float]]:
+        return joint_basis([table_basis(t, zeros_published) for t in cells.tables], cells.cells, cells.n_cells)
+
+    return CellSystem(cells.combine("count"), cells.relations, cells.leaf, basis, cells.name)
+
+
+def release_problem(cells: ReleaseCells, primary: np.ndarray, settings: Settings) -> Problem:
+    """Secondary suppression of a release: ``primary`` over its cells (shared cells once)."""
+    return Problem.build(release_system(cells), primary, settings)

@@ -22,10 +22,11 @@ from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.model.result import Protection, Release, Report
 from tabsafe.model.table import Table
 from tabsafe.params import Choice, Int, Optional, Real, TextList, parameter
-from tabsafe.protect.suppression.linked import joint_table
+from tabsafe.protect.suppression.linked import joint_table, release_problem
 from tabsafe.protect.suppression.primary import primary_suppression
 from tabsafe.protect.suppression.problem import Cost, Mode, Settings, ZeroPolicy
-from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression
+from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression, suppress_problem
+from tabsafe.release.cells import ReleaseCells
 from tabsafe.risk.rules import RiskRules, RuleThresholds
 
 __all__ = ["CellSuppression", "suppression_columns"]
@@ -169,6 +170,30 @@ class CellSuppression(TableMethod):
         return Outcome(cells=dense, release=release, evaluation=evaluation, figures=result.figures,
                        private=result.private, notes=self.notes())
 
+    @property
+    def suppressed_min(self) -> float:
+        """What an intruder knows as the least value of a suppressed cell (1 when zeros are never
+        suppressed)."""
+        return 1.0 if self.zeros is ZeroPolicy.NEVER else 0.0
+
+    def required(self, values: np.ndarray) -> np.ndarray:
+        """The interval width a primary cell of value ``values`` needs."""
+        return np.maximum(self.protection_level, self.protection_ratio * np.nan_to_num(values))
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Suppress the tables of a release together (:mod:`tabsafe.release`): primary cells by the
+        rules in each table (primary in every table holding them), secondary suppression over the
+        union of the tables' cells and relations, so a shared cell has one status."""
+        primary = np.zeros(cells.n_cells, dtype=bool)
+        for t, rows in zip(cells.tables, cells.cells):
+            primary[rows] |= self.primary(t)
+        result = suppress_problem(release_problem(cells, primary, self.settings))
+        figures = {**result.figures, "tables": len(cells.tables), "shared_cells": int((cells.shared() > 1).sum())}
+        report = Report(method=self.name, params=self.params(), figures=figures, private=result.private,
+                        notes=self.notes())
+        protections = tuple(self._protection(t, result, rows, report) for t, rows in zip(cells.tables, cells.cells))
+        return protections, report
+
     def protect_linked(self, tables: Sequence[Table]) -> tuple[Protection, ...]:
         """Suppress linked tables consistently, in the table of all their variables
         (:mod:`.linked`): a cell shared by several tables is one cell. Primary cells are flagged
@@ -178,13 +203,13 @@ class CellSuppression(TableMethod):
         for t, rows in zip(tables, joint.cells):
             primary[rows] |= self.primary(t)
         result = secondary_suppression(joint.table, primary, self.settings, hidden=joint.hidden)
-        return tuple(self._protection(t.densify(), result, rows, len(tables)) for t, rows in zip(tables, joint.cells))
+        report = Report(method=self.name, params=self.params(), figures={**result.figures, "linked_tables": len(tables)},
+                        private=result.private, notes=self.notes())
+        return tuple(self._protection(t.densify(), result, rows, report) for t, rows in zip(tables, joint.cells))
 
-    def _protection(self, dense: Table, result: SuppressionResult, rows: np.ndarray, n_tables: int) -> Protection:
+    def _protection(self, dense: Table, result: SuppressionResult, rows: np.ndarray, report: Report) -> Protection:
         release, evaluation = suppression_columns(dense.counts, result.reason[rows])
         meta = dict(dense.meta)
-        report = Report(method=self.name, params=self.params(), figures={**result.figures, "linked_tables": n_tables},
-                        private=result.private, notes=self.notes())
         return Protection(
             release=Release(Table(dense.dimensions, dense.ids, release, meta)),
             evaluation=Table(dense.dimensions, dense.ids,

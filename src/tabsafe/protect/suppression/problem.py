@@ -101,16 +101,20 @@ class CellSystem:
         relations: sparse ``A`` with ``A @ x = 0`` for every additive ``x`` (+1 aggregate, −1
             children).
         leaf: which cells are inner cells (every code a leaf).
-        basis: builds a sparse basis of the additive vectors (columns as ``{cell: value}``); the
-            Gaussian elimination works on it.
+        basis: builds a sparse basis of the additive vectors (columns as ``{cell: value}``) for
+            the Gaussian elimination; called with ``True`` when every zero cell is published (then
+            a basis of the additive vectors that are zero on the zero cells will do, which for a
+            sparse table is far smaller).
         name: how to name cell ``i`` in a message.
+        table: the dense table whose grid the cells are, when they are one table's.
     """
 
     values: np.ndarray
     relations: sp.csr_matrix
     leaf: np.ndarray
-    basis: Callable[[], Sequence[dict[int, float]]]
+    basis: Callable[[bool], Sequence[dict[int, float]]]
     name: Callable[[int], str]
+    table: Table | None = None
 
     @property
     def n_cells(self) -> int:
@@ -119,12 +123,12 @@ class CellSystem:
     @classmethod
     def of_table(cls, table: Table) -> CellSystem:
         """The grid of one table (densified), its relations along every hierarchy level."""
-        from tabsafe.protect.suppression.elimination import null_basis
+        from tabsafe.protect.suppression.elimination import table_basis
 
         dense = table.densify()
         values = np.asarray(dense.counts, dtype=np.float64)
         return cls(values, sp.csr_matrix(dense.additivity()), np.asarray(dense.leaf_mask),
-                   lambda: null_basis(dense), lambda i: cell_name(dense, i))
+                   lambda zeros_published: table_basis(dense, zeros_published), lambda i: cell_name(dense, i), dense)
 
 
 def cell_name(table: Table, cell: int) -> str:
@@ -164,8 +168,10 @@ class Problem:
 
     @classmethod
     def build(cls, system: CellSystem, primary: np.ndarray, settings: Settings, *,
-              hidden: np.ndarray | None = None) -> Problem:
-        """The problem of hiding ``primary`` in ``system`` (checks the masks and the zeros)."""
+              hidden: np.ndarray | None = None, published: np.ndarray | None = None) -> Problem:
+        """The problem of hiding ``primary`` in ``system`` (checks the masks and the zeros);
+        ``published`` are cells decided published already (a subtable's cells settled by the
+        subtables above it)."""
         n = system.n_cells
         vals = system.values
         hidden = np.zeros(n, dtype=bool) if hidden is None else np.asarray(hidden, dtype=bool)
@@ -189,6 +195,8 @@ class Problem:
             lower = np.zeros(n)
         if zeros is ZeroPolicy.PRIMARY:
             primary = primary | zero
+        if published is not None:
+            forced = forced | (np.asarray(published, dtype=bool) & ~primary & ~hidden)
         safe_vals = np.nan_to_num(vals)
         required = np.where(primary, np.maximum(settings.protection_level, settings.protection_ratio * safe_vals), 0.0)
         if settings.cost is Cost.COUNT:
@@ -218,7 +226,10 @@ class Problem:
 
     @cached_property
     def basis(self) -> Sequence[dict[int, float]]:
-        return self.system.basis()
+        # every zero cell is published by force exactly when zeros are never suppressed (cells
+        # no release holds may be anything: a joint table with such cells gets the full basis)
+        zeros_published = self.settings.zeros is ZeroPolicy.NEVER and not self.hidden.any()
+        return self.system.basis(zeros_published)
 
     @property
     def candidates(self) -> np.ndarray:

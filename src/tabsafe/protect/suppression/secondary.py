@@ -2,7 +2,9 @@
 
 :func:`secondary_suppression` runs the chosen mode on a :class:`~.problem.Problem` — the fast
 heuristic (:mod:`.audit`, on :mod:`.elimination`) or the integer program started from it
-(:mod:`.optimal`) — and says what it did: publishable figures apart from private ones (anything derived from the original values of hidden cells: how many hidden
+(:mod:`.optimal`) — then publishes again the suppressed cells an intruder could compute exactly
+anyway (:func:`~.audit.republish_derivable`), and says what it did: publishable figures apart
+from private ones (anything derived from the original values of hidden cells: how many hidden
 cells are primary, the values suppressed, the objective and bound of the integer program).
 """
 
@@ -16,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from tabsafe.model.table import Table
-from tabsafe.protect.suppression.audit import fast
+from tabsafe.protect.suppression.audit import fast, republish_derivable
+from tabsafe.protect.suppression.hitas import hitas
 from tabsafe.protect.suppression.optimal import optimal
 from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
 
@@ -33,7 +36,8 @@ class SuppressionResult:
     Attributes:
         reason: per cell, ``"published"``, ``"primary"``, ``"secondary"`` or ``"hidden"`` (a cell
             of a joint table that no released table contains).
-        figures: publishable figures (mode, cells, cells suppressed, rounds, seconds…).
+        figures: publishable figures (mode, cells, cells suppressed, rounds, suppressed cells
+            published again because an intruder could compute them anyway, seconds…).
         private: figures that reveal original values (primary and secondary cells, values
             suppressed, the integer program's objective, bound and gap).
     """
@@ -64,11 +68,27 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         figures["audit_rounds"] = rounds
         if settings.mode is Mode.OPTIMAL:
             private["fast_secondary"] = int((suppressed & problem.candidates).sum())
+            private["fast_objective"] = round(problem.pattern_cost(suppressed), 6)
+            table = problem.system.table
+            if table is not None and any(d.hierarchy.max_depth > 1 for d in table.dimensions):
+                # a second incumbent by decomposition along the hierarchy, on a third of the time
+                left = max(0.0, settings.time_limit - (time.perf_counter() - start))
+                decomposed = hitas(problem, table, time_limit=left / 3)
+                if decomposed is not None:
+                    private["hitas_objective"] = round(problem.pattern_cost(decomposed), 6)
+                    if problem.pattern_cost(decomposed) < problem.pattern_cost(suppressed):
+                        suppressed = decomposed
             remaining = max(0.0, settings.time_limit - (time.perf_counter() - start))
             opt = optimal(problem, suppressed, time_limit=remaining)
             suppressed = opt.suppressed
             figures.update({"rounds": opt.rounds, "status": opt.status})
             private.update({"objective": opt.objective, "lower_bound": opt.lower_bound, "gap": opt.gap})
+    suppressed, republished = republish_derivable(problem, suppressed)
+    figures["republished"] = republished
+    if republished and settings.mode is Mode.OPTIMAL:  # the pattern got cheaper: its cost and gap
+        cost = problem.pattern_cost(suppressed)
+        private["objective"] = round(cost, 6)
+        private["gap"] = round(max(0.0, (cost - private["lower_bound"]) / cost) if cost > 0 else 0.0, 6)
     reason = np.full(problem.n_cells, "published", dtype=object)
     reason[suppressed & problem.candidates] = "secondary"
     reason[problem.primary] = "primary"

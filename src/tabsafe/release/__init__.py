@@ -1,0 +1,26 @@
+"""Releases: the tables an office publishes together, protected and audited as one.
+
+* :mod:`.spec` — :class:`ReleaseSpec` (a YAML config: data, hierarchies, tables with filters,
+  variables whose codes name the same populations) and :class:`ReleaseTable`;
+* :mod:`.cells` — :class:`ReleaseCells`, the union of the tables' cells and relations (a cell
+  shared by several tables is one cell; alternative hierarchies of one variable allowed);
+* :mod:`.protect` — :func:`protect_release` (jointly for methods that can, each table alone for
+  methods consistent by construction) and :func:`tabulate_release`.
+
+The audit of a release as published is :mod:`tabsafe.risk.release_audit`.
+"""
+
+from tabsafe.release.cells import Concept, ReleaseCells
+from tabsafe.release.protect import JointMethod, ReleaseProtection, protect_release, tabulate_release
+from tabsafe.release.spec import ReleaseSpec, ReleaseTable
+
+__all__ = [
+    "Concept",
+    "JointMethod",
+    "ReleaseCells",
+    "ReleaseProtection",
+    "ReleaseSpec",
+    "ReleaseTable",
+    "protect_release",
+    "tabulate_release",
+]

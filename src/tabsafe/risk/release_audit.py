@@ -1,0 +1,333 @@
+"""Release audit: what an intruder computes from every table of a release at once.
+
+Given the tables as published — published values, blanks where cells are suppressed, the
+rounding base of rounded tables, the hierarchies — the intruder knows every table's additive
+relations (:mod:`tabsafe.release.cells`: shared cells are one unknown), that counts are not
+negative (and, when the publisher never suppresses zeros, that a suppressed count is at least
+1), and that a value rounded to base ``b`` (zero-restricted controlled rounding, METHODS.md §4)
+lies in ``[r - b + 1, r + b - 1]`` (``[0, b - 1]`` for a published 0). Each unknown cell's
+*feasibility interval* is its least and largest value over every table that satisfies all of
+that: two linear programs per cell over all tables together (seed 000 §5.3; issue #13). The
+audit reports every cell whose interval is narrower than the protection level — pinned to one
+value, or narrowed below it — with the derivation: the published cells of the relations that
+hold its bounds (the rows with non-zero duals of the programs).
+
+The programs use the published values only; the publisher's true values serve, when given, to
+decide which cells need which protection (:func:`audit_release` ``required``). As in
+:func:`tabsafe.risk.intervals.feasibility_intervals`, unknown cells that share no relation are
+independent (each connected component is solved alone), and two programs that push every open
+cell of a component up and down settle most cells before any per-cell program.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import partial
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.sparse.csgraph import connected_components
+
+from tabsafe.errors import InputError
+from tabsafe.release.cells import ReleaseCells
+from tabsafe.risk.intervals import spread, widen
+from tabsafe.solver import ExtremeSolver
+
+__all__ = ["ExposedCell", "ReleaseAudit", "audit_release", "published_bounds"]
+
+_TOL = 1e-7
+#: published cells named in one derivation
+MAX_DERIVATION = 12
+
+
+def published_bounds(cells: ReleaseCells, published: Sequence[np.ndarray], *, bases: Sequence[int | None] | None = None,
+                     suppressed_min: float = 1.0) -> tuple[np.ndarray, np.ndarray]:
+    """What the published tables say about each release cell: ``[lower, upper]``.
+
+    A published value is exact (or, in a table rounded to base ``b``, within ``b - 1`` of it,
+    never below 0); a blank is at least ``suppressed_min``; a cell several tables hold is in
+    every table's interval. Tables that contradict each other are an error naming the cell.
+    """
+    lo = np.zeros(cells.n_cells)
+    hi = np.full(cells.n_cells, math.inf)
+    bases = list(bases) if bases is not None else [None] * len(cells.tables)
+    for i, (values, rows, base) in enumerate(zip(published, cells.cells, bases)):
+        v = np.asarray(values, dtype=np.float64)
+        if v.shape != rows.shape:
+            raise InputError(f"table {cells.names[i]!r}: {v.size} published values for {rows.size} cells")
+        blank = np.isnan(v)
+        if (v[~blank] < 0).any():
+            raise InputError(f"table {cells.names[i]!r}: a published count is negative")
+        if base is None:
+            t_lo = np.where(blank, suppressed_min, v)
+            t_hi = np.where(blank, math.inf, v)
+        else:
+            t_lo = np.where(blank, suppressed_min, np.maximum(v - base + 1, 0))
+            t_hi = np.where(blank, math.inf, np.where(v == 0, base - 1, v + base - 1))
+        np.maximum.at(lo, rows, t_lo)
+        np.minimum.at(hi, rows, t_hi)
+    bad = lo > hi + _TOL
+    if bad.any():
+        c = int(np.flatnonzero(bad)[0])
+        raise InputError(f"the tables disagree about {cells.name(c)}: it cannot be {lo[c]:g} or more and at most "
+                         f"{hi[c]:g} (tables of different data, or a wrong hierarchy or 'same_codes'?)")
+    return lo, np.maximum(hi, lo)
+
+
+@dataclass(frozen=True)
+class ExposedCell:
+    """A cell the intruder pins or narrows below the protection level.
+
+    Attributes:
+        cell: the release cell.
+        name: the cell in words (a table that hides it, and its codes there).
+        table, codes: that table and the codes.
+        lower, upper: its feasibility interval.
+        required: the width it needed.
+        derivation: the published cells (with their values) of the relations that hold its bounds.
+    """
+
+    cell: int
+    name: str
+    table: str
+    codes: str
+    lower: float
+    upper: float
+    required: float
+    derivation: tuple[str, ...] = ()
+
+    @property
+    def width(self) -> float:
+        return self.upper - self.lower
+
+    @property
+    def exact(self) -> bool:
+        return self.width <= _TOL
+
+
+@dataclass(frozen=True, eq=False)
+class ReleaseAudit:
+    """The result of a release audit.
+
+    Attributes:
+        cells: the release's cells.
+        lower, upper: per release cell, what the published tables say (before the programs).
+        interval_lower, interval_upper: the feasibility intervals of the audited cells (NaN
+            elsewhere; inner bounds for cells certified wide enough).
+        audited: the cells whose interval was computed.
+        exposed: the cells narrower than required, with their derivations.
+    """
+
+    cells: ReleaseCells
+    lower: np.ndarray
+    upper: np.ndarray
+    interval_lower: np.ndarray
+    interval_upper: np.ndarray
+    audited: np.ndarray
+    exposed: tuple[ExposedCell, ...] = field(default_factory=tuple)
+
+    @property
+    def passed(self) -> bool:
+        return not self.exposed
+
+    def exposed_mask(self) -> np.ndarray:
+        out = np.zeros(self.cells.n_cells, dtype=bool)
+        out[[e.cell for e in self.exposed]] = True
+        return out
+
+    def summary(self) -> dict[str, object]:
+        exact = sum(1 for e in self.exposed if e.exact)
+        return {
+            "tables": len(self.cells.names),
+            "cells": self.cells.n_cells,
+            "shared_cells": int((self.cells.shared() > 1).sum()),
+            "unknown_cells": int((self.upper - self.lower > _TOL).sum()),
+            "audited": int(self.audited.sum()),
+            "exposed": len(self.exposed),
+            "exact": exact,
+        }
+
+    def rows(self) -> list[dict[str, object]]:
+        """One record per exposed cell (table, codes, interval, width, required, derivation)."""
+        return [{"table": e.table, "cell": e.codes, "lower": e.lower, "upper": e.upper, "width": e.width,
+                 "required": e.required, "exact": e.exact, "derivation": "; ".join(e.derivation)}
+                for e in self.exposed]
+
+
+def audit_release(
+    cells: ReleaseCells,
+    lower: np.ndarray,
+    upper: np.ndarray,
+    *,
+    required: np.ndarray | float = 1.0,
+    targets: np.ndarray | None = None,
+    published: Sequence[np.ndarray] | None = None,
+) -> ReleaseAudit:
+    """The intruder's interval programs over all tables of a release (module docstring).
+
+    Args:
+        cells: the release's cells and relations.
+        lower, upper: what the published tables say about each cell (:func:`published_bounds`).
+        required: the interval width each cell needs (one number, or one per cell); a cell
+            whose interval is narrower is exposed.
+        targets: the cells to audit (default: every cell the tables do not publish exactly).
+        published: the tables' published values (NaN where blank), to name each cell in the
+            derivations by a table that publishes it and each exposed cell by one that hides it.
+
+    >>> import pandas as pd
+    >>> from tabsafe import InnerCells, tabulate
+    >>> t = tabulate(InnerCells.from_frame(pd.DataFrame({"r": list("aabb"), "c": list("xyxy"), "n": [1, 5, 4, 6]}),
+    ...                                    count="n"), ["r", "c"])
+    >>> cells = ReleaseCells.build([t])
+    >>> published = np.asarray(cells.tables[0].counts, dtype=float).copy()
+    >>> published[cells.tables[0].cell_id({"r": "a", "c": "x"})] = np.nan  # only the 1 is blank
+    >>> lo, hi = published_bounds(cells, [published])
+    >>> audit_release(cells, lo, hi).exposed[0].lower  # its row total gives it away
+    1.0
+    """
+    n = cells.n_cells
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    unknown = hi - lo > _TOL
+    want = unknown.copy() if targets is None else (np.asarray(targets, dtype=bool) & unknown)
+    req = np.broadcast_to(np.asarray(required, dtype=np.float64), (n,))
+    out_lo = np.full(n, np.nan)
+    out_hi = np.full(n, np.nan)
+    exposed: list[ExposedCell] = []
+    namer = _Namer(cells, published)
+    A = cells.relations
+    _check_published(cells, unknown, lo)
+    U = np.flatnonzero(unknown)
+    K = np.flatnonzero(~unknown)
+    fixed = lo[K]
+    A_U = sp.csr_matrix(A[:, U])
+    rows = np.flatnonzero(np.diff(A_U.indptr))
+    A_U = sp.csr_matrix(A_U[rows])
+    A_K = sp.csr_matrix(A[rows][:, K])
+    b = -(A_K @ fixed) if K.size else np.zeros(rows.size)
+    n_rows = rows.size
+    graph = sp.bmat([[None, A_U], [A_U.T, None]], format="csr") if n_rows else sp.csr_matrix((U.size, U.size))
+    n_comp, label = connected_components(graph, directed=False)
+    col_label = label[n_rows:] if n_rows else label
+    row_label = label[:n_rows]
+    order_c = np.argsort(col_label, kind="stable")
+    order_r = np.argsort(row_label, kind="stable")
+    cstarts = np.searchsorted(col_label[order_c], np.arange(n_comp + 1))
+    rstarts = np.searchsorted(row_label[order_r], np.arange(n_comp + 1))
+    for comp in range(n_comp):
+        cols = order_c[cstarts[comp]:cstarts[comp + 1]]
+        members = U[cols]
+        aim = np.flatnonzero(want[members])
+        if aim.size == 0:
+            continue
+        crow = order_r[rstarts[comp]:rstarts[comp + 1]]
+        if crow.size == 0:  # in no relation: only its own bounds are known
+            out_lo[members[aim]] = lo[members[aim]]
+            out_hi[members[aim]] = hi[members[aim]]
+            continue
+        sub = A_U[crow][:, cols]
+        solver = ExtremeSolver(sub, b[crow], lo[members], hi[members])
+        try:
+            start = solver.optimum(np.zeros(cols.size), maximize=False).x  # a table that fits the published values
+        except RuntimeError:
+            raise InputError(f"no table satisfies the published values around {cells.name(int(members[0]))}: the "
+                             "tables are not additive as published (a wrong hierarchy, or edited files?)") from None
+        seen_lo = np.full(aim.size, math.inf)
+        seen_hi = np.full(aim.size, -math.inf)
+
+        take = partial(widen, seen_lo, seen_hi, aim)
+
+        need = req[members[aim]]
+        take(start)
+        spread(sub, b[crow], lo[members], hi[members], start, aim, need, seen_lo, seen_hi)
+        for i, w in enumerate(aim.tolist()):
+            cell = int(members[w])
+            if seen_hi[i] - seen_lo[i] >= need[i] - _TOL and math.isfinite(seen_hi[i]):
+                out_lo[cell], out_hi[cell] = seen_lo[i], seen_hi[i]
+                continue
+            high = solver.extreme(w, maximize=True)
+            take(high.x)
+            if not math.isfinite(high.value) or seen_hi[i] - seen_lo[i] >= need[i] - _TOL:
+                out_lo[cell], out_hi[cell] = seen_lo[i], high.value  # wide enough: one program, not two
+                continue
+            low = solver.extreme(w, maximize=False)
+            take(low.x)
+            out_lo[cell], out_hi[cell] = low.value, high.value
+            if high.value - low.value < need[i] - _TOL:
+                exposed.append(ExposedCell(cell, namer(cell, hidden=True), *namer.where(cell, hidden=True),
+                                           float(low.value), float(high.value),
+                                           float(need[i]), _derivation(namer, crow, (low, high), A_K, K, fixed)))
+    audited = want.copy()
+    return ReleaseAudit(cells, lo, hi, out_lo, out_hi, audited, tuple(sorted(exposed, key=lambda e: e.cell)))
+
+
+def _check_published(cells: ReleaseCells, unknown: np.ndarray, values: np.ndarray) -> None:
+    """Relations whose cells are all published exactly must add up, or the hierarchies are not
+    the ones the tables were made with."""
+    A = cells.relations
+    known = np.asarray(A[:, np.flatnonzero(unknown)].getnnz(axis=1) == 0).ravel()
+    if not known.any():
+        return
+    residual = A[known] @ np.where(unknown, 0.0, values)
+    bad = np.flatnonzero(np.abs(residual) > _TOL)
+    if bad.size:
+        row = A[np.flatnonzero(known)[bad[0]]]
+        agg = int(row.indices[row.data > 0][0]) if (row.data > 0).any() else int(row.indices[0])
+        raise InputError(f"the published cells under {cells.name(agg)} do not add up to it: give the hierarchy the "
+                         "table was made with (or the tables are not of one data set)")
+
+
+class _Namer:
+    """Names a cell by a table that publishes it (or, for an exposed cell, one that hides it)."""
+
+    def __init__(self, cells: ReleaseCells, published: Sequence[np.ndarray] | None) -> None:
+        self.cells = cells
+        self.shown: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
+        if published is not None:
+            for hidden in (False, True):
+                table = np.full(cells.n_cells, -1, dtype=np.int64)
+                grid = np.zeros(cells.n_cells, dtype=np.int64)
+                for i in reversed(range(len(cells.tables))):
+                    rows = cells.cells[i]
+                    blank = np.isnan(np.asarray(published[i], dtype=np.float64))
+                    pick = blank if hidden else ~blank
+                    table[rows[pick]] = i
+                    grid[rows[pick]] = np.flatnonzero(pick)
+                self.shown[hidden] = (table, grid)
+
+    def __call__(self, cell: int, *, hidden: bool = False) -> str:
+        if hidden in self.shown and self.shown[hidden][0][cell] >= 0:
+            t, g = self.shown[hidden]
+            i = int(t[cell])
+            return f"{self.cells.names[i]} {self.cells.grid_name(i, int(g[cell]))}"
+        return self.cells.name(cell)
+
+    def where(self, cell: int, *, hidden: bool = False) -> tuple[str, str]:
+        """(table, codes) of the cell as :meth:`__call__` names it."""
+        if hidden in self.shown and self.shown[hidden][0][cell] >= 0:
+            t, g = self.shown[hidden]
+        else:
+            t, g = self.cells.first
+        i = int(t[cell])
+        return self.cells.names[i], self.cells.grid_name(i, int(g[cell]))
+
+
+def _derivation(namer: _Namer, crow: np.ndarray, extremes: Sequence, A_K: sp.csr_matrix,
+                K: np.ndarray, fixed: np.ndarray) -> tuple[str, ...]:
+    """The published cells of the relations whose duals hold a bound (what gives the cell away)."""
+    held: list[int] = []
+    for ext in extremes:
+        if ext.duals is None:
+            continue
+        active = crow[np.abs(ext.duals) > _TOL]
+        for r in active.tolist():
+            held += A_K[r].indices.tolist()
+    out = []
+    for k in dict.fromkeys(held):
+        out.append(f"{namer(int(K[k]))} = {fixed[k]:g}")
+        if len(out) >= MAX_DERIVATION:
+            out.append("…")
+            break
+    return tuple(out)

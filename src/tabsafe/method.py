@@ -135,8 +135,8 @@ class MicrodataOutcome:
         figures, private, notes: as in :class:`Outcome`.
     """
 
-    data: pa.Table
-    evaluation: pa.Table | None = None
+    data: pa.Table | Any  # or a Source: records an engine holds (a Spark DataFrame)
+    evaluation: pa.Table | Any = None  # or the engine's frame (a Spark DataFrame)
     weight: str | None = None
     figures: Mapping[str, Any] = field(default_factory=dict)
     private: Mapping[str, Any] = field(default_factory=dict)
@@ -266,26 +266,45 @@ class MicrodataMethod(Method):
 
     kind: ClassVar[str] = "microdata"
 
-    def perturb(self, microdata: Microdata, *, seed: int | None = None) -> MicrodataProtection:
-        """Perturb the records; a random method without a seed draws one and records it."""
+    def perturb(self, microdata: Microdata, *, seed: int | None = None, engine: Any = None) -> MicrodataProtection:
+        """Perturb the records; a random method without a seed draws one and records it.
+
+        ``engine``: ``None`` or ``"duckdb"`` (the embedded engine) perturbs in this process;
+        another engine, by name or as an object (``"spark"``, a ``SparkEngine``), runs the
+        method's form for that engine (:meth:`apply_on`) — the same result for the same seed."""
         from tabsafe.model.microdata import Microdata
 
         if not isinstance(microdata, Microdata):
             raise InputError(f"method {self.name!r} perturbs Microdata; got {type(microdata).__name__}")
         used = self._seed(seed)
-        out = self.apply(microdata, used)
+        if engine is None or engine == "duckdb" or getattr(engine, "name", None) == "duckdb":
+            out = self.apply(microdata, used)
+        else:
+            from tabsafe.registry import get_engine
+
+            out = self.apply_on(get_engine(engine), microdata, used)
         if not isinstance(out, MicrodataOutcome):
             raise TypeError(f"method {self.name!r}: apply() must return a MicrodataOutcome")
         report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
                         private=out.private, notes=out.notes)
-        perturbed = Microdata.from_frame(out.data, name=f"{microdata.source.describe()} ({self.name})",
-                                         codelists=microdata.codelists, key=microdata.key,
-                                         weight=out.weight or microdata.weight)
+        name = f"{microdata.source.describe()} ({self.name})"
+        weight = out.weight or microdata.weight
+        if hasattr(out.data, "describe"):  # records an engine holds (a Source)
+            perturbed = Microdata(source=out.data, codelists=microdata.codelists, key=microdata.key, weight=weight)
+        else:
+            perturbed = Microdata.from_frame(out.data, name=name, codelists=microdata.codelists, key=microdata.key,
+                                             weight=weight)
         return MicrodataProtection(microdata=perturbed, evaluation=out.evaluation, report=report)
 
     def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
         """The perturbation itself (subclasses)."""
         raise NotImplementedError
+
+    def apply_on(self, engine: Any, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
+        """The perturbation on ``engine`` (methods with a distributed form override it; their
+        result must be :meth:`apply`'s for the same seed)."""
+        raise InputError(f"method {self.name!r} runs in this process only: it has no form for the "
+                         f"{engine.name!r} engine; run it with the embedded engine ('duckdb')")
 
     def columns(self) -> tuple[str, ...] | None:
         """The variables the method reads and may change, or None (every variable). A caller may

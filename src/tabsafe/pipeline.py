@@ -20,7 +20,7 @@ from typing import Any
 from tabsafe import progress
 from tabsafe.errors import InputError
 from tabsafe.method import Method, MicrodataMethod, Needs, TableMethod, check_seed, draw_seed
-from tabsafe.model.microdata import InnerCells, Microdata
+from tabsafe.model.microdata import ArrowSource, FileSource, InnerCells, Microdata
 from tabsafe.model.result import Protection, Release, Report
 from tabsafe.model.spec import TableSpec
 from tabsafe.model.table import Table
@@ -76,10 +76,18 @@ class Chain:
 
     def run(self, data: Microdata | InnerCells, spec: TableSpec, *, seed: int | None = None,
             engine: Any = "duckdb") -> tuple[Protection, list[Report]]:
-        """Apply the chain; returns the final protection and the microdata steps' reports."""
+        """Apply the chain; returns the final protection and the microdata steps' reports.
+
+        ``engine`` runs the tabulations, and the microdata steps that have a form for it
+        (:meth:`MicrodataMethod.apply_on`; targeted and random swapping on ``"spark"``: the
+        records then stay in Spark); a step without one runs in this process, as before."""
         from tabsafe.tabulation import tabulate
 
         seed = check_seed(seed)
+        if isinstance(engine, str) and engine != "duckdb" and self.microdata_steps:
+            from tabsafe.registry import get_engine
+
+            engine = get_engine(engine)  # one engine (one Spark session) for every step
         if self.random and seed is None:
             seed = draw_seed()
         seeds = step_seeds(seed, len(self.methods))
@@ -90,7 +98,11 @@ class Chain:
                 progress.report("protection", method=m.name)
                 if not isinstance(data, Microdata):
                     raise InputError(f"method {m.name!r} needs microdata, not inner cells")
-                result = m.perturb(data, seed=s)
+                # the chain's engine runs the microdata steps it has a form for (Spark: where the
+                # records are); the others run in this process, on records read into it
+                held = not isinstance(data.source, (FileSource, ArrowSource))
+                own = type(m).apply_on is not MicrodataMethod.apply_on
+                result = m.perturb(data, seed=s, engine=engine if (own or held) else None)
                 data = result.microdata
                 reports.append(result.report)
         truth = None
@@ -99,7 +111,12 @@ class Chain:
             # the perturbed records are tabulated on its grid (their codes are among its codes)
             truth = tabulate(records, dataclasses.replace(spec, key=None, sums=()), engine=engine)
             spec = dataclasses.replace(spec, hierarchies={d.variable: d.hierarchy for d in truth.dimensions})
-        table = tabulate(data, spec, engine=engine)
+        try:
+            table = tabulate(data, spec, engine=engine)
+        finally:
+            close = getattr(data.source, "close", None) if isinstance(data, Microdata) else None
+            if close is not None:  # records an engine holds (cached frames of a swap on Spark)
+                close()
         if self.table_steps:
             protection = self.protect(table, seeds=seeds[len(self.microdata_steps):], chain_seed=seed,
                                       before=reports)

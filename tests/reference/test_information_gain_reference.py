@@ -185,3 +185,26 @@ def test_cell_key_generic_differencing_equals_the_p_table_form() -> None:
         assert generic.keys() == by_ptable.keys()
         for d in generic:
             assert generic[d] == pytest.approx(by_ptable[d], abs=1e-12)
+
+
+def test_the_registered_abs_and_barnardisation_state_the_papers_distributions() -> None:
+    """The registered methods' own P(published | n) equal the sections' distributions written out
+    above (ABS: the convolution of n record deviations; Barnardisation: ±1 with p/2), and the
+    information gain through the registered ABS method is seed 001 §5's 33% and 34%."""
+    from tabsafe.registry import build_method
+
+    for x in (2, 3.5):
+        method = build_method("abs-perturbation", {"x": x, "consistent": x == 2})
+        for n in [*range(0, 25), 60]:
+            want = AbsPerturbation(x).published_distribution(n)
+            got = method.published_distribution(n)
+            assert set(got) == set(want), (x, n)
+            for value, q in want.items():
+                assert got.get(value, 0.0) == pytest.approx(q, abs=1e-12), (x, n, value)
+    abs2 = build_method("abs-perturbation", {"x": 2})
+    assert round(100 * information_gain(abs2)["information_gain"]) == 33
+    assert round(100 * information_gain(abs2, ",".join(map(str, SKEWED)))["information_gain"]) == 34
+    barn = build_method("barnardisation", {"p": 0.3})
+    assert barn.published_distribution(0) == {0: 1.0}
+    assert barn.published_distribution(4) == pytest.approx({3: 0.15, 4: 0.7, 5: 0.15})
+    assert build_method("barnardisation", {"p": 1.0}).published_distribution(1) == pytest.approx({0: 0.5, 2: 0.5})

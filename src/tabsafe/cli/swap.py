@@ -45,6 +45,9 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
                         help="seed of the random draws (drawn, printed and recorded when not given)")
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="the perturbed microdata (.csv or .parquet; private: internal data)")
+    parser.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
+                        help="duckdb: swap in this process (the default); spark: swap on Spark, area by area (the "
+                             "same swaps for the same seed; --out and --evaluation are then Parquet folders)")
     parser.add_argument("--report", metavar="FILE.json", help="also write the report as JSON (private figures too)")
     parser.add_argument("--evaluation", metavar="FILE", help="also write what happened to each record (private)")
     try:
@@ -86,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     if args.report and not args.report.lower().endswith(".json"):
         raise InputError("the report is JSON: give a .json file", where=args.report)
     inputs = [args.data, getattr(method, "matrix", None)]
+    if getattr(args, "engine", "duckdb") == "spark":
+        return _run_spark(args, method, inputs)
     with Outputs(inputs=inputs) as out:
         # every output is checked before any work; nothing is written unless everything is
         data_path = out.plan(args.out, kind="evaluation")
@@ -108,7 +113,11 @@ def run(args: argparse.Namespace) -> int:
         if report_path is not None:
             payload = result.report.to_json(evaluation=True)
             out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
-    report = result.report
+    _say(args, result.report, n_records)
+    return 0
+
+
+def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:
     f = report.figures
     if "pairs" in f:
         say(f"{report.method}: {f['pairs']:,} swaps ({f['households_swapped']:,} of {f['households']:,} households, "
@@ -122,6 +131,109 @@ def run(args: argparse.Namespace) -> int:
         say(f"seed {report.seed} (drawn; give --seed {report.seed} to repeat this run)", quiet=args.quiet)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
+
+
+#: what Spark writes in a Parquet folder (an earlier run's folder may be replaced)
+_SPARK_ENTRIES = ("part-", ".part-", "_SUCCESS", "._SUCCESS", "_committed_", "_started_")
+
+
+def _spark_folder(path: str, inputs: Sequence[Any], option: str) -> Any:
+    """Check ``path`` as a Parquet folder Spark writes: a ``.parquet`` name, new or a folder an
+    earlier run wrote (only Spark's entries), never an input, in a writable folder."""
+    import os
+    from pathlib import Path
+
+    from tabsafe.errors import param
+    from tabsafe.io import output_format
+
+    target = Path(path)
+    if output_format(target) != "parquet":
+        raise InputError(f"on Spark, {param(option)} is a Parquet folder: give a .parquet name", where=path)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"on Spark, {param(option)} is a Parquet folder and this is a file: give a new name",
+                         where=path)
+    if target.exists():
+        others = sorted(p.name for p in target.iterdir() if not p.name.startswith(_SPARK_ENTRIES))
+        if others:
+            raise InputError(f"{param(option)} holds entries Spark did not write (e.g. {others[0]!r}); give a new "
+                             "name", where=path)
+    for inp in inputs:
+        if inp and Path(inp).resolve() == target.resolve():
+            raise InputError(f"{param(option)} is an input of this command; it would be overwritten", where=path)
+    parent = target.resolve().parent
+    if not parent.is_dir():
+        raise InputError("output folder does not exist", where=str(parent))
+    if not os.access(parent, os.W_OK):
+        raise InputError("output folder is not writable", where=str(parent))
+    return target
+
+
+def _write_private_folder(frame: Any, target: Any, written: list[tuple[Any, Any]]) -> None:
+    """Spark writes ``frame`` into a temporary folder beside ``target`` (moved into place by
+    :func:`_commit_folders`), private to the user like every swap output."""
+    import os
+    import tempfile
+    from pathlib import Path
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.resolve().parent))
+    written.append((tmp, target))
+    frame.write.mode("overwrite").parquet(str(tmp / "data"))
+    for entry in (tmp / "data").iterdir():
+        os.chmod(entry, 0o600)
+    os.chmod(tmp / "data", 0o700)
+
+
+def _commit_folders(written: list[tuple[Any, Any]], ok: bool) -> None:
+    import os
+    import shutil
+
+    for tmp, target in written:
+        if ok:
+            if target.exists():
+                shutil.rmtree(target)
+            os.replace(tmp / "data", target)
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any]) -> int:
+    """``--engine spark``: the method's Spark form (:meth:`~tabsafe.method.MicrodataMethod.apply_on`);
+    the records stay in Spark and are written by it as a Parquet folder (one file per task)."""
+    import json
+
+    from tabsafe.engines.spark import spark_errors
+    from tabsafe.errors import param
+    from tabsafe.io import Outputs
+    from tabsafe.model.microdata import Microdata
+    from tabsafe.registry import get_engine
+
+    data_target = _spark_folder(args.out, inputs, "out")
+    eval_target = _spark_folder(args.evaluation, inputs, "evaluation") if args.evaluation else None
+    if eval_target is not None and eval_target.resolve() == data_target.resolve():
+        raise InputError(f"{param('evaluation')} names the folder {param('out')} writes", where=args.evaluation)
+    written: list[tuple[Any, Any]] = []
+    ok = False
+    try:
+        with Outputs(inputs=[*inputs, args.out, args.evaluation]) as out:
+            report_path = out.plan(args.report, kind="evaluation", option="report") if args.report else None
+            result = method.perturb(Microdata.from_file(args.data), seed=args.seed, engine=get_engine("spark"))
+            held = result.microdata.source
+            try:
+                with spark_errors("cannot write the swapped records", where=args.out):
+                    _write_private_folder(held.flagged if held.flagged is not None else held.frame, data_target,
+                                          written)
+                    if eval_target is not None and result.evaluation is not None:
+                        _write_private_folder(result.evaluation, eval_target, written)
+            finally:
+                held.close()
+            if report_path is not None:
+                payload = result.report.to_json(evaluation=True)
+                out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
+            _commit_folders(written, True)
+            ok = True
+    finally:
+        if not ok:
+            _commit_folders(written, False)
+    _say(args, result.report, int(result.report.figures.get("records", 0)))
     return 0
 
 

@@ -75,6 +75,35 @@ SESSION_SETTINGS = {
 }
 
 
+@dataclass(frozen=True, eq=False)
+class FrameSource:
+    """Records held by Spark as a DataFrame — what a microdata method run on Spark gives (e.g.
+    swapped records): tabulated where they are, never collected to the driver.
+
+    Attributes:
+        frame: the records (a ``pyspark.sql.DataFrame``).
+        name: how errors name them.
+        cached: persisted DataFrames the records are computed from (a few rows per changed
+            household); :meth:`close` releases them.
+        flagged: the same records with the method's flag per record (``swapped``), as
+            ``tabsafe swap`` writes them; None when the method has none.
+    """
+
+    frame: Any
+    name: str = "data"
+    cached: tuple[Any, ...] = ()
+    flagged: Any = None
+
+    def describe(self) -> str:
+        return self.name
+
+    def close(self) -> None:
+        """Release the cached frames (the records are recomputed, identically, if used again)."""
+        for frame in self.cached:
+            with contextlib.suppress(Exception):
+                frame.unpersist()
+
+
 def _kind(type_name: str) -> str:
     t = type_name.lower()
     base = t.split("(")[0]
@@ -304,6 +333,7 @@ class _Session:
         for key, value in SESSION_SETTINGS.items():
             self.spark.conf.set(key, value)
         self._views: list[str] = []
+        self._global_view: str | None = None
         try:
             with spark_errors("cannot read data", where=self.where):
                 self.frame = self._read(source)
@@ -327,6 +357,13 @@ class _Session:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 return self.spark.createDataFrame(_plain_arrow(source.table))
+        if isinstance(source, FrameSource):
+            # a DataFrame belongs to its own session; a global view hands it to this one
+            view = f"tabsafe_frame_{id(self)}"
+            source.frame.createOrReplaceGlobalTempView(view)
+            self._global_view = view
+            database = self.spark.conf.get("spark.sql.globalTempDatabase", "global_temp")
+            return self.spark.table(f"{database}.{view}")
         raise TypeError(source)  # pragma: no cover - the Source union is closed
 
     @property
@@ -352,3 +389,7 @@ class _Session:
             with contextlib.suppress(Exception):
                 self.spark.catalog.dropTempView(name)
         self._views = []
+        if self._global_view is not None:
+            with contextlib.suppress(Exception):
+                self.spark.catalog.dropGlobalTempView(self._global_view)
+            self._global_view = None

@@ -37,6 +37,7 @@ cells above) get independent perturbations, as §4's differencing analysis assum
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -86,6 +87,19 @@ def _nonzero_share(counts: np.ndarray, x: float) -> np.ndarray:
     """``1 − p``: the probability that one record's deviation is not zero (1 for ``n ≤ x``)."""
     n = np.maximum(counts, 1).astype(np.float64)
     return np.where(counts <= x, 1.0, x / n)
+
+
+def _binomial_pmf(n: int, q: float) -> np.ndarray:
+    """``P(K = k)`` for ``K ~ Binomial(n, q)``, ``k = 0..n`` (log-gamma form: no overflow for
+    large ``n``)."""
+    k = np.arange(n + 1)
+    if q >= 1.0:
+        return (k == n).astype(float)
+    if q <= 0.0:
+        return (k == 0).astype(float)
+    lgamma = np.vectorize(math.lgamma, otypes=[float])
+    log = lgamma(n + 1.0) - lgamma(k + 1.0) - lgamma(n - k + 1.0) + k * math.log(q) + (n - k) * math.log1p(-q)
+    return np.exp(log)
 
 
 def abs_deviations(counts: np.ndarray, x: float, rng: np.random.Generator) -> np.ndarray:
@@ -194,6 +208,23 @@ class AbsPerturbation(TableMethod):
     @classmethod
     def examples(cls) -> Examples:
         return Examples(typical=(cls(), cls(x=5), cls(consistent=True)), identity=cls(x=0))
+
+    def published_distribution(self, n: int) -> dict[int, float]:
+        """``P(published | n)`` of an inner cell (the :class:`~tabsafe.method.CellDistribution`
+        capability), exactly, from the closed form of the module docstring: ``K ~ Binomial(n, 1−p)``
+        records deviate, ``K₊ ~ Binomial(K, 1/3)`` of them by +2, so ``n* = n + 3K₊ − K`` (001 §4,
+        METHODS.md §3). The same for both forms (the consistent one draws its uniforms from cell
+        keys). Zeros stay zero; margins are sums of the perturbed inner cells."""
+        n = int(n)
+        q = 0.0 if n == 0 else min(1.0, float(self.x) / n)  # 1 − p: the chance a record deviates
+        if q == 0.0:
+            return {n: 1.0}
+        dist = np.zeros(3 * n + 1)  # index: the published value n + 3K₊ − K (0 to 3n)
+        k_pmf = _binomial_pmf(n, q)
+        for k in np.flatnonzero(k_pmf > 0):
+            j = np.arange(k + 1)
+            dist[n + 3 * j - k] += k_pmf[k] * _binomial_pmf(int(k), 1.0 / 3.0)
+        return {int(i): float(dist[i]) for i in np.flatnonzero(dist > 0)}
 
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Perturb the non-zero inner cells, then every aggregate as their sum."""

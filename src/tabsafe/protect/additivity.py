@@ -423,6 +423,11 @@ def restore_additivity(
             a = values[prog.inner]
         if lower is not None and best <= lower + 0.5:
             status = "optimal"
+    if status != "optimal" and time.monotonic() >= deadline:
+        # the work done depends on the machine's speed: say so rather than change results silently
+        status = "time limit"
+        notes.append(f"stopped by its time limit ({time_limit:g} s) before proving this the nearest table: "
+                     "another machine may find another; a larger time_limit may find a nearer one")
     cells, released = totals_from_inner(table, prog.ids[prog.inner], a)
     original = np.zeros(cells.n_stored, dtype=np.int64)
     src = table.rows_of(cells.ids)

@@ -66,6 +66,18 @@ class Barnardisation(TableMethod):
     def examples(cls) -> Examples:
         return Examples(typical=(cls(p=0.2), cls(p=1.0)), identity=cls(p=0.0))
 
+    def published_distribution(self, n: int) -> dict[int, float]:
+        """``P(published | n)`` of an inner cell (the :class:`~tabsafe.method.CellDistribution`
+        capability): ``n ± 1`` with ``p/2`` each, ``n`` with ``1 − p``; a zero stays zero
+        (000 §5.3). Margins are sums of perturbed inner cells, not drawn on their own."""
+        n, p = int(n), float(self.p)
+        if n == 0 or p == 0.0:
+            return {n: 1.0}
+        dist = {n - 1: p / 2, n + 1: p / 2}
+        if p < 1.0:
+            dist[n] = 1.0 - p
+        return dist
+
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Perturb the non-zero inner cells, then every aggregate as their sum."""
         counts = np.asarray(table.counts, dtype=np.int64)

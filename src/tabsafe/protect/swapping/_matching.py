@@ -75,11 +75,15 @@ def draws_by_area(seed: int, area: np.ndarray, labels: list[str], row: int, *,
     return out
 
 
-def draws_global(seed: int, n: int, row: int) -> np.ndarray:
-    """The ``row``-th block of ``n`` uniform draws in (0, 1] of the population's stream."""
+def draws_global(seed: int, n: int, row: int, start: int = 0, count: int | None = None) -> np.ndarray:
+    """The ``row``-th block of ``n`` uniform draws in (0, 1] of the population's stream, one per
+    household in identifier order; ``start``/``count``: only the draws of households
+    ``start .. start+count-1`` (an engine that holds a range of households per task makes its
+    share; the stream is advanced to it)."""
+    count = n - start if count is None else count
     gen = stream(seed, GLOBAL)
-    gen.bit_generator.advance(row * n)
-    return 1.0 - gen.random(n)
+    gen.bit_generator.advance(row * n + start)
+    return 1.0 - gen.random(count)
 
 
 def es_key(weight: np.ndarray, u: np.ndarray) -> np.ndarray:

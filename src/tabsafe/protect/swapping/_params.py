@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tabsafe.errors import InputError, param
 from tabsafe.method import MicrodataMethod, MicrodataOutcome
 from tabsafe.params import _NAME, Constraint, Optional, Real, Text, TextList, parameter
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.microdata import Microdata
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,29 @@ class SwapMethod(MicrodataMethod):
                  *getattr(self, "risk_vars", ()), *([self.household] if self.household else [])]
         return tuple(dict.fromkeys(names))
 
-    def _outcome(self, result: Any) -> MicrodataOutcome:
+    def spec(self) -> Any:
+        """The procedure's parameters (:class:`~tabsafe.protect.swapping._swap.SwapSpec`)."""
+        raise NotImplementedError
+
+    def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
+        from tabsafe.protect.swapping._swap import swap_records
+
+        assert seed is not None  # a random method always gets one
+        result = swap_records(microdata.read(), self.spec(), seed, where=microdata.source.describe())
         return MicrodataOutcome(data=result.data, evaluation=result.evaluation, figures=result.figures,
                                 private=result.private, notes=result.notes)
+
+    def apply_on(self, engine: Any, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
+        """On Spark: the same swaps, area by area where the records are
+        (:mod:`tabsafe.protect.swapping._spark`); the records stay a Spark DataFrame."""
+        if getattr(engine, "name", None) != "spark":
+            return super().apply_on(engine, microdata, seed)
+        from tabsafe.engines.spark import FrameSource
+        from tabsafe.protect.swapping._spark import swap_on_spark
+
+        assert seed is not None
+        out = swap_on_spark(engine, microdata, self.spec(), seed)
+        data = FrameSource(out.data, name=f"{microdata.source.describe()} ({self.name})", cached=out.cached,
+                           flagged=out.flagged)
+        return MicrodataOutcome(data=data, evaluation=out.evaluation, figures=out.figures, private=out.private,
+                                notes=out.notes)

@@ -173,9 +173,10 @@ def household_ids(table: pa.Table, hh: Households, rows: np.ndarray) -> list[str
     return [str(v) for v in values.to_pylist()]
 
 
-def check_columns(table: pa.Table, wanted: Sequence[tuple[str, str]], *, where: str) -> None:
-    """Every named variable exists; the first that does not is an error naming its parameter."""
-    have = table.column_names
+def check_columns(table: pa.Table | Sequence[str], wanted: Sequence[tuple[str, str]], *, where: str) -> None:
+    """Every named variable exists; the first that does not is an error naming its parameter
+    (``table``: the data, or their column names in order)."""
+    have = list(table.column_names) if isinstance(table, pa.Table) else list(table)
     for name, option in wanted:
         if name not in have:
             shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
@@ -184,7 +185,10 @@ def check_columns(table: pa.Table, wanted: Sequence[tuple[str, str]], *, where: 
 
 def check_nesting(levels: Sequence[Codes], names: Sequence[str], *, option: str, where: str) -> None:
     """Each code of a level lies in exactly one area of the level above (codes identify their
-    area on their own, as in the synthetic census: a code found under two parents is an error)."""
+    area on their own, as in the synthetic census: a code found under two parents is an error).
+
+    The error names the smallest such code and its two smallest parents (text order), so it is
+    the same whatever the order of the records, and on every engine."""
     for k in range(1, len(levels)):
         child, parent = levels[k], levels[k - 1]
         # one parent per child code (any record's); a record whose parent differs breaks nesting
@@ -192,17 +196,19 @@ def check_nesting(levels: Sequence[Codes], names: Sequence[str], *, option: str,
         parent_of[child.codes] = parent.codes
         bad = np.flatnonzero(parent_of[child.codes] != parent.codes)
         if bad.size:
-            r = int(bad[0])
-            c = int(child.codes[r])
+            # every code with two parents has a record here (the parent it was not given)
+            c = min(np.unique(child.codes[bad]).tolist(), key=lambda i: child.labels[i])
+            parents = sorted(parent.labels[i] for i in np.unique(parent.codes[child.codes == c]).tolist())
             raise InputError(
                 f"the geography in {param(option)} does not nest: {names[k]} {child.labels[c]!r} lies in "
-                f"{names[k - 1]} {parent.labels[int(parent_of[c])]!r} and in {parent.labels[int(parent.codes[r])]!r}",
-                where=where)
+                f"{names[k - 1]} {parents[0]!r} and in {parents[1]!r}", where=where)
 
 
 def check_constant(table: pa.Table, hh: Households, codes: Codes, name: str, *, what: str, where: str) -> None:
     """A household-level variable has one value per household; else an error naming the first
-    household that has two (``what`` says what that means: "has members in different areas")."""
+    household (identifier order) that has two, with its smallest and largest value (text order:
+    the same whatever the order of the records; ``what`` says what that means: "has members in
+    different areas")."""
     if hh.column is None or hh.n == 0:
         return
     lo = hh.reduce(np.minimum, codes.codes)
@@ -211,7 +217,7 @@ def check_constant(table: pa.Table, hh: Households, codes: Codes, name: str, *, 
     if bad.size:
         h = int(bad[0])
         ident = household_ids(table, hh, hh.first[bad[:1]])[0]
+        members = np.flatnonzero(hh.of_record == h)
+        values = sorted(codes.labels[i] for i in np.unique(codes.codes[members]).tolist())
         raise InputError(
-            f"household {ident} ({hh.column}) {what}: {name} {codes.labels[int(lo[h])]!r} and "
-            f"{codes.labels[int(hi[h])]!r}", where=where)
-
+            f"household {ident} ({hh.column}) {what}: {name} {values[0]!r} and {values[-1]!r}", where=where)

@@ -36,11 +36,20 @@ Random record swapping (seed 002 §3.1, seed 004 §3.1) is the same procedure wi
 targeted stages, the top-up samples households uniformly and pairs them uniformly within the
 top-level area (the control stratum, with the similarity profile as the further control
 variables) from a different lowest-level area.
+
+**How the work splits** (what lets an engine run it area by area, issue #18). Step 2 is the only
+step that looks across top-level areas: :func:`top_level` pairs the households risky at level 1,
+drawing from the population's random stream. Steps 3–4 look inside one top-level area only and
+draw from that area's stream, so :func:`swap_within` gives each area the same result whether it
+is given every area at once (this module) or one area at a time (Spark,
+:mod:`tabsafe.protect.swapping._spark`); its report numbers (:class:`Tally`) add up across
+areas. :func:`report` turns the sum into the report's figures, the same for every engine.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -52,6 +61,7 @@ from tabsafe.errors import InputError, param
 from tabsafe.protect.swapping._matching import Donors, donors, draws_by_area, draws_global, es_key, match
 from tabsafe.protect.swapping._population import (
     Codes,
+    Households,
     check_columns,
     check_constant,
     check_nesting,
@@ -63,6 +73,7 @@ from tabsafe.protect.swapping._population import (
 
 #: the roles a swapped household plays, as the evaluation names them
 TARGETED, TOP_UP, DONOR = "targeted", "top-up", "donor"
+ROLES = (TARGETED, TOP_UP, DONOR)
 
 
 @dataclass(frozen=True)
@@ -88,6 +99,15 @@ class SwapSpec:
     carry_along: tuple[str, ...] = ()
     household: str | None = None
 
+    @property
+    def targeted(self) -> bool:
+        return self.risk_vars is not None
+
+    @property
+    def profiles(self) -> tuple[tuple[str, ...], ...]:
+        """The similarity profiles tried, in order (one empty profile: any household)."""
+        return self.similar or ((),)
+
 
 @dataclass(frozen=True)
 class SwapResult:
@@ -104,14 +124,15 @@ def profile_name(profile: Sequence[str]) -> str:
     return ",".join(profile) if profile else "(any)"
 
 
-def _check_spec(table: pa.Table, spec: SwapSpec, where: str) -> None:
+def check_spec(columns: Sequence[str], spec: SwapSpec, where: str) -> None:
+    """The variables exist and play one role each (``columns``: the data's, in order)."""
     wanted = [(v, "geography") for v in spec.geography]
     wanted += [(v, "risk_vars") for v in spec.risk_vars or ()]
     wanted += [(v, "similar") for prof in spec.similar for v in prof]
     wanted += [(v, "carry_along") for v in spec.carry_along]
     if spec.household is not None:
         wanted.append((spec.household, "household"))
-    check_columns(table, wanted, where=where)
+    check_columns(list(columns), wanted, where=where)
     geo = set(spec.geography)
     for prof in spec.similar:
         clash = geo.intersection(prof)
@@ -130,54 +151,44 @@ def _check_spec(table: pa.Table, spec: SwapSpec, where: str) -> None:
                 raise InputError(f"the household variable {spec.household!r} cannot be in {param(option)}")
 
 
-@dataclass
-class _Log:
-    """Pairs made so far and the counts the report needs (mutable while the procedure runs)."""
+# ------------------------------------------------------------------------------ households
+@dataclass(frozen=True, eq=False)
+class HouseholdCodes:
+    """What the procedure knows of each household, households in identifier order: the whole
+    population, or the households of some top-level areas.
 
-    cand: list[np.ndarray] = field(default_factory=list)
-    donor: list[np.ndarray] = field(default_factory=list)
-    level: list[np.ndarray] = field(default_factory=list)
-    kind: list[np.ndarray] = field(default_factory=list)
-    profile: list[np.ndarray] = field(default_factory=list)
-    rounds: int = 0
+    Attributes:
+        geo: per level, each household's area (equal ids: the same area); ``geo[0]`` indexes
+            ``top_labels``.
+        top_labels: the top level's codes; they name the areas' random streams.
+        profiles: per similarity profile, each household's combination (equal ids: the same
+            profile; one all-zero array when any household matches).
+        min_count: per level, the smallest count of a member's risk-variable combination in the
+            household's area there (empty for random swapping and for no records).
+        size: records per household.
+    """
 
-    def add(self, cand: np.ndarray, donor: np.ndarray, level: int, kind: int, profile: int) -> None:
-        self.cand.append(cand)
-        self.donor.append(donor)
-        self.level.append(np.full(cand.size, level, dtype=np.int16))
-        self.kind.append(np.full(cand.size, kind, dtype=np.int8))
-        self.profile.append(np.full(cand.size, profile, dtype=np.int16))
+    geo: tuple[np.ndarray, ...]
+    top_labels: tuple[str, ...]
+    profiles: tuple[np.ndarray, ...]
+    min_count: tuple[np.ndarray, ...]
+    size: np.ndarray
 
-    def arrays(self) -> tuple[np.ndarray, ...]:
-        def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
-            return np.concatenate(parts) if parts else np.zeros(0, dtype=dtype)
+    @property
+    def n(self) -> int:
+        return int(self.size.size)
 
-        return (cat(self.cand, np.int64), cat(self.donor, np.int64), cat(self.level, np.int16),
-                cat(self.kind, np.int8), cat(self.profile, np.int16))
-
-
-def _match_profiles(log: _Log, cand: np.ndarray, prepared: Sequence[Donors], free: np.ndarray, *, level: int,
-                    kind: int) -> tuple[np.ndarray, np.ndarray, list[int]]:
-    """Match ``cand`` profile by profile (fallbacks in order); returns the free mask, the
-    candidates left without a donor and, per profile, how many had none under it."""
-    unmatched_by_profile = []
-    for p, d in enumerate(prepared):
-        if cand.size == 0:
-            unmatched_by_profile.append(0)
-            continue
-        m = match(cand, d, free)
-        log.rounds += m.rounds
-        got = m.donor >= 0
-        log.add(cand[got], m.donor[got], level, kind, p)
-        free = m.free
-        cand = cand[~got & free[cand]]  # neither matched nor taken as someone's donor
-        unmatched_by_profile.append(int(cand.size))
-    return free, cand, unmatched_by_profile
+    def risky(self, k: int) -> list[np.ndarray]:
+        """Per level, whether each household is at risk there (count below ``k``)."""
+        return [mc < k for mc in self.min_count]
 
 
-def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "data") -> SwapResult:
-    """Run the procedure of the module docstring on ``table``; ``seed`` names every draw."""
-    _check_spec(table, spec, where)
+def household_codes(table: pa.Table, spec: SwapSpec, *, where: str) -> tuple[Households, HouseholdCodes]:
+    """Check the records and code them per household (step 1: the risk counts per level).
+
+    The checks, in this order (the first failing one is the error): missing household ids,
+    missing geography codes, a geography that does not nest, a household in two areas, missing
+    or varying carry-along values, missing similarity and risk values."""
     n = table.num_rows
     hh = households(table, spec.household, option="household", where=where)
     levels = [column_codes(table, v, option="geography", where=where) for v in spec.geography]
@@ -188,24 +199,17 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
     for name, codes in zip(spec.carry_along, carried):
         check_constant(table, hh, codes, name, what="has two values of a variable carried along with the geography",
                        where=where)
+    del carried
     H = hh.n
-    K = len(levels)
-    geo = [lv.codes[hh.first] for lv in levels]
-    top = geo[0]
-    level_labels = [lv.labels for lv in levels]
-    top_labels = level_labels[0]
-    profiles = spec.similar or ((),)
-    prof_ids = []
-    for prof in profiles:
+    profiles = []
+    for prof in spec.profiles:
         codes = [column_codes(table, v, option="similar", where=where) for v in prof]
         ids, _ = combine([c.codes[hh.first] for c in codes], [c.n for c in codes], H)
-        prof_ids.append(ids)
+        profiles.append(ids)
         del codes
-
     # 1. risk per level: the smallest count among a household's members
-    targeted = spec.risk_vars is not None
     min_count: list[np.ndarray] = []
-    if targeted and n:
+    if spec.targeted and n:
         rv: list[Codes] = [column_codes(table, v, option="risk_vars", where=where) for v in spec.risk_vars or ()]
         combo, n_combo = combine([c.codes for c in rv], [c.n for c in rv], n)
         del rv
@@ -214,8 +218,298 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
             min_count.append(hh.reduce(np.minimum, group_counts(ids, n_ids)))
             del ids
         del combo
-    del levels, carried  # the records' codes are no longer needed: free them before the matching
-    risky = [mc < spec.k for mc in min_count]
+    geo = tuple(lv.codes[hh.first] for lv in levels)
+    return hh, HouseholdCodes(geo=geo, top_labels=tuple(levels[0].labels), profiles=tuple(profiles),
+                              min_count=tuple(min_count), size=hh.size)
+
+
+# ------------------------------------------------------------------------------ the report's numbers
+def _add(a: list[int], b: Sequence[int]) -> list[int]:
+    return [x + y for x, y in zip(a, b)] if a else list(b)
+
+
+@dataclass
+class Tally:
+    """The report's numbers for part of the population. Parts add up (:meth:`merge`): counts
+    are summed, matching rounds (per step) take the largest — the areas' matchings run side by
+    side, as they do when every area is matched at once.
+
+    Attributes:
+        households, records, records_swapped: sizes.
+        ever_risky, risky_unswapped: households risky at some level, and those left unswapped.
+        targeted_pairs, top_up_pairs: pairs made, by the role of the household sampled.
+        levels: per level index (as text), the targeted stage's numbers: ``pairs``,
+            ``candidates``, ``no_donor``, ``risky_households`` and per profile ``pairs_by_profile``,
+            ``no_donor_under_profile`` (lists in profile order).
+        top_up: the top-up's ``pairs_by_profile``, ``candidates``, ``no_donor``,
+            ``no_donor_under_profile``.
+        scopes: per top-level area (or ``(all)``), ``[swaps the rate asks for, swaps counted]``.
+        rounds: per matching step, the rounds it took.
+    """
+
+    households: int = 0
+    records: int = 0
+    records_swapped: int = 0
+    ever_risky: int = 0
+    risky_unswapped: int = 0
+    targeted_pairs: int = 0
+    top_up_pairs: int = 0
+    levels: dict[str, dict[str, Any]] = field(default_factory=dict)
+    top_up: dict[str, Any] = field(default_factory=dict)
+    scopes: dict[str, list[int]] = field(default_factory=dict)
+    rounds: dict[str, int] = field(default_factory=dict)
+
+    def merge(self, other: Tally) -> Tally:
+        """The numbers of both parts (a new tally)."""
+        out = Tally(**{f: getattr(self, f) + getattr(other, f) for f in (
+            "households", "records", "records_swapped", "ever_risky", "risky_unswapped", "targeted_pairs",
+            "top_up_pairs")})
+        out.levels = {k: dict(v) for k, v in self.levels.items()}
+        for k, row in other.levels.items():
+            mine = out.levels.get(k)
+            out.levels[k] = dict(row) if mine is None else {
+                name: (_add(mine[name], value) if isinstance(value, list) else mine[name] + value)
+                for name, value in row.items()}
+        out.top_up = dict(self.top_up)
+        for name, value in other.top_up.items():
+            mine = out.top_up.get(name)
+            out.top_up[name] = value if mine is None else (_add(mine, value) if isinstance(value, list)
+                                                          else mine + value)
+        out.scopes = {k: list(v) for k, v in self.scopes.items()}
+        for k, (target, counted) in other.scopes.items():
+            t, c = out.scopes.get(k, (0, 0))
+            out.scopes[k] = [t + target, c + counted]
+        out.rounds = dict(self.rounds)
+        for k, r in other.rounds.items():
+            out.rounds[k] = max(out.rounds.get(k, 0), r)
+        return out
+
+    @classmethod
+    def total(cls, parts: Iterable[Tally]) -> Tally:
+        out = cls()
+        for part in parts:
+            out = out.merge(part)
+        return out
+
+    def to_json(self) -> str:
+        return json.dumps(self.__dict__, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Tally:
+        return cls(**json.loads(text))
+
+
+# ------------------------------------------------------------------------------ pairs
+@dataclass
+class _Log:
+    """Pairs made so far and the rounds each matching took (mutable while the procedure runs)."""
+
+    cand: list[np.ndarray] = field(default_factory=list)
+    donor: list[np.ndarray] = field(default_factory=list)
+    level: list[np.ndarray] = field(default_factory=list)
+    kind: list[np.ndarray] = field(default_factory=list)
+    profile: list[np.ndarray] = field(default_factory=list)
+    rounds: dict[str, int] = field(default_factory=dict)
+
+    def add(self, cand: np.ndarray, donor: np.ndarray, level: int, kind: int, profile: int) -> None:
+        self.cand.append(cand)
+        self.donor.append(donor)
+        self.level.append(np.full(cand.size, level, dtype=np.int16))
+        self.kind.append(np.full(cand.size, kind, dtype=np.int8))
+        self.profile.append(np.full(cand.size, profile, dtype=np.int16))
+
+    def pairs(self) -> Pairs:
+        def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+            return np.concatenate(parts).astype(dtype, copy=False) if parts else np.zeros(0, dtype=dtype)
+
+        return Pairs(cat(self.cand, np.int64), cat(self.donor, np.int64), cat(self.level, np.int16),
+                     cat(self.kind, np.int8), cat(self.profile, np.int16))
+
+
+@dataclass(frozen=True, eq=False)
+class Pairs:
+    """Pairs made: the household sampled (``cand``) and its donor (indices of the households
+    given), the level index, the kind (0 targeted, 1 top-up) and the profile index."""
+
+    cand: np.ndarray
+    donor: np.ndarray
+    level: np.ndarray
+    kind: np.ndarray
+    profile: np.ndarray
+
+    @classmethod
+    def concat(cls, parts: Sequence[Pairs]) -> Pairs:
+        return cls(*(np.concatenate([getattr(p, f) for p in parts]) for f in ("cand", "donor", "level", "kind",
+                                                                              "profile")))
+
+
+
+def _match_profiles(log: _Log, cand: np.ndarray, prepared: Sequence[Donors], free: np.ndarray, *, level: int,
+                    kind: int, step: str) -> tuple[np.ndarray, np.ndarray, list[int]]:
+    """Match ``cand`` profile by profile (fallbacks in order); returns the free mask, the
+    candidates left without a donor and, per profile, how many had none under it. The rounds
+    of profile ``p`` are logged as step ``{step}P{p}``."""
+    unmatched_by_profile = []
+    for p, d in enumerate(prepared):
+        if cand.size == 0:
+            unmatched_by_profile.append(0)
+            continue
+        m = match(cand, d, free)
+        if m.rounds:
+            log.rounds[f"{step}P{p}"] = m.rounds
+        got = m.donor >= 0
+        log.add(cand[got], m.donor[got], level, kind, p)
+        free = m.free
+        cand = cand[~got & free[cand]]  # neither matched nor taken as someone's donor
+        unmatched_by_profile.append(int(cand.size))
+    return free, cand, unmatched_by_profile
+
+
+def _level_tally(profile: np.ndarray, n_profiles: int, *, risky: int, candidates: int, unmatched: list[int],
+                 left: int) -> dict[str, Any]:
+    """A targeted stage's numbers (``profile``: the profile of each pair it made)."""
+    return {"pairs_by_profile": np.bincount(profile, minlength=n_profiles).astype(np.int64).tolist(), "risky_households": risky, "candidates": candidates,
+            "no_donor_under_profile": unmatched, "no_donor": left}
+
+
+# ------------------------------------------------------------------------------ step 2: the top level
+@dataclass(frozen=True, eq=False)
+class TopLevelInput:
+    """The households the top level's matching looks at, in identifier order: the whole
+    population, or (Spark) the risky ones with the heads of their groups' donor lists, which
+    give the same pairs (:func:`heads_suffice`).
+
+    Attributes:
+        area: each household's top-level area.
+        profiles: per similarity profile, each household's combination (the same ids across the
+            population: the top level pairs households of different areas).
+        min_count: the smallest count of a member's risk combination in the top-level area.
+        key: the donor key, ``es_key(1 / min_count, u)`` with ``u`` from block 0 of the
+            population's stream (:func:`top_level_draws`).
+        tiebreak: block 1 of the population's stream: candidates with equal counts are taken in
+            this order.
+    """
+
+    area: np.ndarray
+    profiles: tuple[np.ndarray, ...]
+    min_count: np.ndarray
+    key: np.ndarray
+    tiebreak: np.ndarray
+
+
+def top_level_draws(seed: int, n_households: int, min_count: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The donor keys and tie-breaks of households ``start .. start+len(min_count)-1`` (identifier
+    order) of a population of ``n_households``: blocks 0 and 1 of the population's stream."""
+    count = int(min_count.size)
+    key = es_key(1.0 / min_count, draws_global(seed, n_households, 0, start, count))
+    return key, draws_global(seed, n_households, 1, start, count)
+
+
+def top_level_input(codes: HouseholdCodes, seed: int) -> TopLevelInput:
+    """The top level's input from every household."""
+    key, tiebreak = top_level_draws(seed, codes.n, codes.min_count[0])
+    return TopLevelInput(area=codes.geo[0], profiles=codes.profiles, min_count=codes.min_count[0], key=key,
+                         tiebreak=tiebreak)
+
+
+@dataclass(frozen=True, eq=False)
+class TopLevel:
+    """Step 2's result: pairs (indices of the input's households), which households are still
+    free, and the level's numbers."""
+
+    pairs: Pairs
+    free: np.ndarray
+    tally: Tally
+
+
+def top_level(t: TopLevelInput, spec: SwapSpec) -> TopLevel:
+    """Step 2: every household risky at the top level, most at risk first, is paired with a
+    donor of its profile from another top-level area (fallback profiles in order)."""
+    n_profiles = len(spec.profiles)
+    cand = np.flatnonzero(t.min_count < spec.k)
+    # most at risk first (fewest look-alikes), ties in random order
+    cand = cand[np.lexsort((t.tiebreak[cand], t.min_count[cand]))]
+    log = _Log()
+    free = np.ones(t.area.size, dtype=bool)
+    prepared = [donors(p, t.area, t.key) for p in t.profiles] if cand.size else []
+    free, left, unmatched = _match_profiles(log, cand, prepared, free, level=0, kind=0, step="L0")
+    unmatched = unmatched or [int(cand.size)] * n_profiles
+    pairs = log.pairs()
+    level = _level_tally(pairs.profile, n_profiles, risky=int(cand.size), candidates=int(cand.size), unmatched=unmatched,
+                         left=int(left.size))
+    tally = Tally(targeted_pairs=int(pairs.cand.size), levels={"0": level}, rounds=log.rounds)
+    return TopLevel(pairs, free, tally)
+
+
+def heads_suffice(t: TopLevelInput, spec: SwapSpec, in_head: Sequence[np.ndarray],
+                  complete: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Whether a reduced input gives the pairs the whole population gives.
+
+    A reduced input holds every household risky at the top level and, per profile, the *head*
+    of each group's donor list (the households with the best keys: ``in_head[p]`` marks them;
+    ``complete[p][g]`` says whether group ``g``'s head is its whole list). It is enough when
+    every group with candidates has a complete head or, for every area a candidate of the group
+    lives in, at least ``2·C + C_g`` head households outside that area (``C`` candidates in
+    all, ``C_g`` in the group).
+
+    Why: a candidate ranked ``r < C_g`` among its group's remaining candidates takes the
+    ``r``-th free donor outside its area (there are more than ``r`` of them, so the modulo of
+    :func:`match` is ``r`` itself, in the reduced input as in the whole list); the matchings
+    before it used at most ``2·C`` households, so that donor lies in the head, whose order is
+    the whole list's. Returns, per profile, the groups whose head is too short (to be fetched
+    longer)."""
+    risky = t.min_count < spec.k
+    n_cand = int(risky.sum())
+    n_areas = int(t.area.max()) + 1 if t.area.size else 1
+    short: list[np.ndarray] = []
+    for p, prof in enumerate(t.profiles):
+        if n_cand == 0:
+            short.append(np.zeros(0, dtype=np.int64))
+            continue
+        n_groups = int(prof.max()) + 1
+        head = in_head[p]
+        cand_g = np.bincount(prof[risky], minlength=n_groups)
+        per_group = np.bincount(prof[head], minlength=n_groups)
+        per_cell = np.bincount(prof[head] * n_areas + t.area[head], minlength=n_groups * n_areas)
+        cells = np.unique(prof[risky] * n_areas + t.area[risky])
+        g = cells // n_areas
+        outside = per_group[g] - per_cell[cells]
+        bad = (outside < 2 * n_cand + cand_g[g]) & ~np.asarray(complete[p], dtype=bool)[g]
+        short.append(np.unique(g[bad]))
+    return short
+
+
+# ------------------------------------------------------------------------------ steps 3-4: within areas
+@dataclass(frozen=True, eq=False)
+class Within:
+    """Steps 3–4's result: pairs (indices of the households given) and their numbers."""
+
+    pairs: Pairs
+    tally: Tally
+
+
+def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.ndarray,
+                counted: np.ndarray) -> Within:
+    """Steps 3–4 on the households of some top-level areas (every one, or one at a time: the
+    result of an area is the same).
+
+    Args:
+        codes: the households (identifier order), whole areas.
+        spec: the swapping.
+        seed: the run's seed; each top-level area draws from its own stream.
+        free: per household, not swapped at the top level.
+        counted: per top-level area (``codes.top_labels``; one scope when the geography has one
+            level), the top level's swaps counted towards the swap rate there.
+    """
+    H = codes.n
+    K = len(codes.geo)
+    profiles = spec.profiles
+    n_profiles = len(profiles)
+    top = codes.geo[0]
+    top_labels = list(codes.top_labels)
+    min_count = codes.min_count
+    weighted = bool(min_count)
+    risky = codes.risky(spec.k)
 
     # random streams: the top level over the whole population, the rest per top-level area
     # blocks of draws (fixed numbering: results are reproduced from it): the population's stream
@@ -230,7 +524,7 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
         return draws_global(seed, H, block)
 
     def weight(k: int) -> np.ndarray:
-        return 1.0 / min_count[k] if targeted and n else np.ones(H)
+        return 1.0 / min_count[k] if weighted else np.ones(H)
 
     def donor_key(k: int) -> np.ndarray:
         return es_key(weight(k), draw(0, False) if k == 0 else draw(2 * (k - 1), True))
@@ -244,41 +538,28 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
         """The households ordered for donor choice at level ``k``, one order per profile."""
         if k not in cache:
             key = donor_key(k)
-            groups = prof_ids if k == 0 else [combine([top, p], [len(top_labels), int(p.max()) + 1 if p.size else 1], H)[0]
-                                               for p in prof_ids]
-            cache[k] = [donors(g, geo[k], key) for g in groups]
+            groups = codes.profiles if k == 0 else [
+                combine([top, p], [len(top_labels), int(p.max()) + 1 if p.size else 1], H)[0] for p in codes.profiles]
+            cache[k] = [donors(g, codes.geo[k], key) for g in groups]
         return cache[k]
 
     log = _Log()
-    free = np.ones(H, dtype=bool)
-    level_rows: list[dict[str, Any]] = []
-    level_private: list[dict[str, Any]] = []
-    ever_risky = np.zeros(H, dtype=bool)
-    if targeted and H:
-        for k in range(K):
-            ever_risky |= risky[k]
+    levels: dict[str, dict[str, Any]] = {}
+    # 3. levels 2..K within each top-level area
+    if spec.targeted and H:
+        for k in range(1, K):
             cand = np.flatnonzero(free & risky[k])
             # most at risk first (fewest look-alikes), ties in random order
             cand = cand[np.lexsort((tiebreak(k)[cand], min_count[k][cand]))]
             before = len(log.cand)
             free, left, unmatched = _match_profiles(log, cand, prepared(k) if cand.size else [], free, level=k,
-                                                    kind=0)
-            unmatched = unmatched or [int(cand.size)] * len(profiles)
+                                                    kind=0, step=f"L{k}")
+            unmatched = unmatched or [int(cand.size)] * n_profiles
             if k != K - 1:
                 cache.pop(k, None)  # the top-up needs only the lowest level's order
-            by_profile = {profile_name(profiles[p]): 0 for p in range(len(profiles))}
-            for c, p in zip(log.cand[before:], log.profile[before:]):
-                if c.size:
-                    by_profile[profile_name(profiles[int(p[0])])] += int(c.size)
-            level_rows.append({"level": spec.geography[k], "pairs": sum(by_profile.values()),
-                               "pairs_by_profile": by_profile})
-            level_private.append({
-                "level": spec.geography[k],
-                "risky_households": int(risky[k].sum()),
-                "candidates": int(cand.size),
-                "no_donor_under_profile": {profile_name(profiles[p]): u for p, u in enumerate(unmatched)},
-                "no_donor": int(left.size),
-            })
+            made = np.concatenate(log.profile[before:]) if len(log.cand) > before else np.zeros(0, np.int16)
+            levels[str(k)] = _level_tally(made, n_profiles, risky=int(risky[k].sum()), candidates=int(cand.size),
+                                          unmatched=unmatched, left=int(left.size))
 
     # 4. top-up at the lowest level to the swap rate
     last = K - 1
@@ -293,8 +574,9 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
     n_scopes = max(len(scope_labels), 1)
     households_in = np.bincount(scope, minlength=n_scopes)
     target = np.ceil(spec.swaprate * households_in - 1e-9).astype(np.int64)
-    cand_all, *_ = log.arrays()
-    counted = np.bincount(scope[cand_all], minlength=n_scopes) if cand_all.size else np.zeros(n_scopes, np.int64)
+    counted = np.asarray(counted, dtype=np.int64).copy()
+    if log.cand:
+        counted += np.bincount(scope[np.concatenate(log.cand)], minlength=n_scopes)
     sample_key = es_key(weight(last), u_top)
     del u_top
     # each scope's households, most likely first (lexsort's order: by key, then stably by scope)
@@ -303,9 +585,9 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
     scope_sorted = scope[order]
     scope_start = np.searchsorted(scope_sorted, np.arange(n_scopes), side="left")
     tried = np.zeros(H, dtype=bool)
-    top_pairs_by_profile = {profile_name(profiles[p]): 0 for p in range(len(profiles))}
     top_no_donor = 0
-    top_no_donor_profile = [0] * len(profiles)
+    top_no_donor_profile = [0] * n_profiles
+    iteration = 0
     while True:
         short = np.maximum(target - counted, 0)
         if not short.any():
@@ -321,71 +603,125 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
             break
         tried[cand] = True
         before = len(log.cand)
-        free, left, unmatched = _match_profiles(log, cand, prepared(last), free, level=last, kind=1)
+        free, left, unmatched = _match_profiles(log, cand, prepared(last), free, level=last, kind=1,
+                                                step=f"T{iteration}")
+        iteration += 1
         top_no_donor += int(left.size)
         top_no_donor_profile = [a + b for a, b in zip(top_no_donor_profile, unmatched)]
-        for c, p in zip(log.cand[before:], log.profile[before:]):
+        for c in log.cand[before:]:
             if c.size:
                 counted += np.bincount(scope[c], minlength=n_scopes)
-                top_pairs_by_profile[profile_name(profiles[int(p[0])])] += int(c.size)
-    shortfall = np.maximum(target - counted, 0)
+    pairs = log.pairs()
+    tally = Tally(
+        targeted_pairs=int((pairs.kind == 0).sum()),
+        top_up_pairs=int((pairs.kind == 1).sum()),
+        levels=levels,
+        top_up={"pairs_by_profile": np.bincount(pairs.profile[pairs.kind == 1], minlength=n_profiles).tolist(), "candidates": int(tried.sum()),
+                "no_donor": top_no_donor, "no_donor_under_profile": top_no_donor_profile},
+        scopes={label: [int(target[i]), int(counted[i])] for i, label in enumerate(scope_labels)},
+        rounds=log.rounds,
+    )
+    return Within(pairs, tally)
 
-    # 5. the swap itself
-    cand, donor, lvl, kind, prof = log.arrays()
-    partner = np.full(H, -1, dtype=np.int64)
-    partner[cand] = donor
-    partner[donor] = cand
-    role = np.full(H, -1, dtype=np.int8)
-    role[cand] = kind
-    role[donor] = 2
-    swap_level = np.full(H, -1, dtype=np.int16)
-    swap_level[cand] = lvl
-    swap_level[donor] = lvl
-    swap_profile = np.full(H, -1, dtype=np.int16)
-    swap_profile[cand] = prof
-    swap_profile[donor] = prof
-    data = table
-    swapped_hh = partner >= 0
-    if cand.size:
-        rec_hh = hh.of_record
-        src = np.arange(n, dtype=np.int64)
-        moved = swapped_hh[rec_hh]
-        src[moved] = hh.first[partner[rec_hh[moved]]]
-        src_arr = from_numpy(src)
-        for name in (*spec.geography, *spec.carry_along):
-            i = data.schema.get_field_index(name)
-            data = data.set_column(i, data.schema.field(i), data.column(name).take(src_arr))
 
-    evaluation = _evaluation(table, hh, spec, swapped_hh, partner, role, swap_level, swap_profile,
-                             risky if targeted and H else [], profiles)
-    n_pairs = int(cand.size)
+# ------------------------------------------------------------------------------ step 5 and the report
+@dataclass(frozen=True, eq=False)
+class Roles:
+    """Per household: its partner (index, -1: not swapped), role (index of :data:`ROLES`), the
+    level and the profile it was swapped at (-1: not swapped)."""
+
+    partner: np.ndarray
+    role: np.ndarray
+    level: np.ndarray
+    profile: np.ndarray
+
+    @property
+    def swapped(self) -> np.ndarray:
+        return self.role >= 0
+
+
+def roles(n: int, pairs: Pairs) -> Roles:
+    partner = np.full(n, -1, dtype=np.int64)
+    partner[pairs.cand] = pairs.donor
+    partner[pairs.donor] = pairs.cand
+    role = np.full(n, -1, dtype=np.int8)
+    role[pairs.cand] = pairs.kind
+    role[pairs.donor] = 2
+    level = np.full(n, -1, dtype=np.int16)
+    level[pairs.cand] = pairs.level
+    level[pairs.donor] = pairs.level
+    profile = np.full(n, -1, dtype=np.int16)
+    profile[pairs.cand] = pairs.profile
+    profile[pairs.donor] = pairs.profile
+    return Roles(partner, role, level, profile)
+
+
+def first_risky_level(codes: HouseholdCodes, k: int) -> np.ndarray:
+    """Per household, the highest level (index) at which it is risky, or -1."""
+    first = np.full(codes.n, -1, dtype=np.int64)
+    risky = codes.risky(k)
+    for lvl in range(len(risky) - 1, -1, -1):
+        first[risky[lvl]] = lvl
+    return first
+
+
+def household_tally(codes: HouseholdCodes, swapped: np.ndarray, k: int) -> Tally:
+    """The numbers that need each household's final state."""
+    ever = first_risky_level(codes, k) >= 0
+    return Tally(households=codes.n, records=int(codes.size.sum()), records_swapped=int(codes.size[swapped].sum()),
+                 ever_risky=int(ever.sum()), risky_unswapped=int((ever & ~swapped).sum()))
+
+
+def report(t: Tally, spec: SwapSpec) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]:
+    """The report's figures (published), private figures and notes from the whole population's
+    :class:`Tally` — the same code for every engine."""
+    profiles = spec.profiles
+    names = [profile_name(p) for p in profiles]
+    K = len(spec.geography)
+    H = t.households
+
+    def by_name(values: Sequence[int] | None) -> dict[str, int]:
+        values = list(values) if values else [0] * len(names)
+        return dict(zip(names, (int(v) for v in values)))
+
+    level_rows, level_private = [], []
+    for k in sorted(t.levels, key=int):
+        row = t.levels[k]
+        name = spec.geography[int(k)]
+        by_profile = by_name(row["pairs_by_profile"])
+        level_rows.append({"level": name, "pairs": sum(by_profile.values()), "pairs_by_profile": by_profile})
+        level_private.append({"level": name, "risky_households": row["risky_households"],
+                              "candidates": row["candidates"],
+                              "no_donor_under_profile": by_name(row["no_donor_under_profile"]),
+                              "no_donor": row["no_donor"]})
+    n_pairs = t.targeted_pairs + t.top_up_pairs
+    target = sum(v[0] for v in t.scopes.values())
+    short = {label: {"target": v[0], "pairs": v[1]} for label, v in sorted(t.scopes.items()) if v[1] < v[0]}
     figures: dict[str, Any] = {
-        "records": n,
+        "records": t.records,
         "households": H,
         "swaprate": spec.swaprate,
-        "target_pairs": int(target.sum()),
+        "target_pairs": target,
         "pairs": n_pairs,
         "households_swapped": 2 * n_pairs,
-        "records_swapped": int(hh.size[swapped_hh].sum()),
+        "records_swapped": t.records_swapped,
         "achieved_rate": round(n_pairs / H, 6) if H else 0.0,
         "share_households_swapped": round(2 * n_pairs / H, 6) if H else 0.0,
-        "targeted_pairs": int((kind == 0).sum()),
-        "top_up_pairs": int((kind == 1).sum()),
+        "targeted_pairs": t.targeted_pairs,
+        "top_up_pairs": t.top_up_pairs,
         "levels": level_rows,
-        "top_up": {"level": spec.geography[last], "pairs": int((kind == 1).sum()),
-                   "pairs_by_profile": top_pairs_by_profile},
-        "shortfall_pairs": int(shortfall.sum()),
-        "matching_rounds": log.rounds,
+        "top_up": {"level": spec.geography[K - 1], "pairs": t.top_up_pairs,
+                   "pairs_by_profile": by_name(t.top_up.get("pairs_by_profile"))},
+        "shortfall_pairs": sum(v["target"] - v["pairs"] for v in short.values()),
+        "matching_rounds": sum(t.rounds.values()),
     }
-    short_areas = [scope_labels[i] for i in np.flatnonzero(shortfall)]
     private: dict[str, Any] = {
         "levels": level_private,
-        "risky_households": int(ever_risky.sum()),
-        "risky_unswapped": int((ever_risky & ~swapped_hh).sum()),
-        "top_up": {"candidates": int(tried.sum()), "no_donor": top_no_donor,
-                   "no_donor_under_profile": {profile_name(profiles[p]): u for p, u in enumerate(top_no_donor_profile)}},
-        "short_areas": {scope_labels[i]: {"target": int(target[i]), "pairs": int(counted[i])}
-                        for i in np.flatnonzero(shortfall)},
+        "risky_households": t.ever_risky,
+        "risky_unswapped": t.risky_unswapped,
+        "top_up": {"candidates": t.top_up.get("candidates", 0), "no_donor": t.top_up.get("no_donor", 0),
+                   "no_donor_under_profile": by_name(t.top_up.get("no_donor_under_profile"))},
+        "short_areas": short,
     }
     notes = []
     for i, row in enumerate(level_private):
@@ -396,20 +732,61 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
     if private["risky_unswapped"]:
         notes.append("some risky households stay unswapped: no level had a donor for them (count in the report's "
                      "private figures)")
-    if short_areas:
-        where_short = (f"top-level area {short_areas[0]}" if len(short_areas) == 1
-                       else f"{len(short_areas)} top-level areas")
-        notes.append(f"the swap rate asks for {int(target.sum()):,} swaps, {n_pairs:,} were made: no further household "
+    if short:
+        where_short = (f"top-level area {next(iter(short))}" if len(short) == 1
+                       else f"{len(short)} top-level areas")
+        notes.append(f"the swap rate asks for {target:,} swaps, {n_pairs:,} were made: no further household "
                      f"in {where_short} had a donor")
-    return SwapResult(data, evaluation, figures, private, tuple(notes))
+    return figures, private, tuple(notes)
 
 
-def _evaluation(table: pa.Table, hh: Any, spec: SwapSpec, swapped_hh: np.ndarray, partner: np.ndarray,
-                role: np.ndarray, swap_level: np.ndarray, swap_profile: np.ndarray, risky: list[np.ndarray],
-                profiles: Sequence[Sequence[str]]) -> pa.Table:
+def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "data") -> SwapResult:
+    """Run the procedure of the module docstring on ``table``; ``seed`` names every draw."""
+    check_spec(table.column_names, spec, where)
+    n = table.num_rows
+    hh, codes = household_codes(table, spec, where=where)
+    H = codes.n
+    K = len(codes.geo)
+    free = np.ones(H, dtype=bool)
+    n_scopes = max(len(codes.top_labels), 1) if K > 1 else 1
+    counted = np.zeros(n_scopes, dtype=np.int64)
+    parts: list[Pairs] = []
+    tallies: list[Tally] = []
+    if spec.targeted and H:
+        first = top_level(top_level_input(codes, seed), spec)
+        free = first.free
+        parts.append(first.pairs)
+        tallies.append(first.tally)
+        scope = codes.geo[0] if K > 1 else np.zeros(H, dtype=np.int64)
+        counted += np.bincount(scope[first.pairs.cand], minlength=n_scopes)
+    within = swap_within(codes, spec, seed, free=free, counted=counted)
+    parts.append(within.pairs)
+    pairs = Pairs.concat(parts)
+    r = roles(H, pairs)
+    tally = Tally.total([*tallies, within.tally, household_tally(codes, r.swapped, spec.k)])
+    figures, private, notes = report(tally, spec)
+
+    # 5. the swap itself
+    data = table
+    if pairs.cand.size:
+        rec_hh = hh.of_record
+        src = np.arange(n, dtype=np.int64)
+        moved = r.swapped[rec_hh]
+        src[moved] = hh.first[r.partner[rec_hh[moved]]]
+        src_arr = from_numpy(src)
+        for name in (*spec.geography, *spec.carry_along):
+            i = data.schema.get_field_index(name)
+            data = data.set_column(i, data.schema.field(i), data.column(name).take(src_arr))
+    risk_level = first_risky_level(codes, spec.k) if spec.targeted and H else None
+    evaluation = _evaluation(table, hh, spec, r, risk_level)
+    return SwapResult(data, evaluation, figures, private, notes)
+
+
+def _evaluation(table: pa.Table, hh: Households, spec: SwapSpec, r: Roles, risk_level: np.ndarray | None) -> pa.Table:
     """Per record: swapped, at which level, in which role, on which profile, with whom, and the
     highest level at which its household was risky (evaluation only: it tells who was swapped).
     Built per household and spread to the records by Arrow (no record-sized numpy copies)."""
+    swapped_hh = r.swapped
     missing = ~swapped_hh
     rec = from_numpy(hh.of_record)
 
@@ -420,19 +797,16 @@ def _evaluation(table: pa.Table, hh: Any, spec: SwapSpec, swapped_hh: np.ndarray
         return pa.DictionaryArray.from_arrays(idx, dictionary).take(rec)
 
     cols: dict[str, pa.Array] = {"swapped": from_numpy(swapped_hh).take(rec)}
-    cols["swap_level"] = labelled(swap_level, spec.geography, missing)
-    cols["swap_role"] = labelled(role, (TARGETED, TOP_UP, DONOR), missing)
-    cols["swap_profile"] = labelled(swap_profile, [profile_name(p) for p in profiles], missing)
-    partner_row = np.where(swapped_hh, hh.first[np.maximum(partner, 0)], 0)
+    cols["swap_level"] = labelled(r.level, spec.geography, missing)
+    cols["swap_role"] = labelled(r.role, ROLES, missing)
+    cols["swap_profile"] = labelled(r.profile, [profile_name(p) for p in spec.profiles], missing)
+    partner_row = np.where(swapped_hh, hh.first[np.maximum(r.partner, 0)], 0)
     if hh.column is not None:
         ids = table.column(hh.column).take(from_numpy(partner_row, mask=missing))
         ids = ids.combine_chunks() if isinstance(ids, pa.ChunkedArray) else ids
     else:
         ids = from_numpy(partner_row + 1, mask=missing)  # record number, 1-based
     cols["partner"] = ids.take(rec)
-    if risky:
-        first_risky = np.full(hh.n, -1, dtype=np.int64)
-        for k in range(len(risky) - 1, -1, -1):
-            first_risky[risky[k]] = k
-        cols["risk_level"] = labelled(first_risky, spec.geography, first_risky < 0)
+    if risk_level is not None:
+        cols["risk_level"] = labelled(risk_level, spec.geography, risk_level < 0)
     return pa.Table.from_arrays(list(cols.values()), names=list(cols))

@@ -14,12 +14,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from tabsafe.method import Examples, MicrodataOutcome
+from tabsafe.method import Examples
 from tabsafe.params import Int, TextList, parameter
 from tabsafe.protect.swapping._params import SwapMethod
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tabsafe.model.microdata import Microdata
+    from tabsafe.protect.swapping._swap import SwapSpec
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -51,10 +51,8 @@ class TargetedSwap(SwapMethod):
             data=population(),
         )
 
-    def apply(self, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
-        from tabsafe.protect.swapping._swap import SwapSpec, swap_records
+    def spec(self) -> SwapSpec:
+        from tabsafe.protect.swapping._swap import SwapSpec
 
-        spec = SwapSpec(geography=self.geography, risk_vars=self.risk_vars, k=self.k, swaprate=self.swaprate,
+        return SwapSpec(geography=self.geography, risk_vars=self.risk_vars, k=self.k, swaprate=self.swaprate,
                         similar=self.similar, carry_along=self.carry_along, household=self.household)
-        assert seed is not None  # a random method always gets one
-        return self._outcome(swap_records(microdata.read(), spec, seed, where=microdata.source.describe()))

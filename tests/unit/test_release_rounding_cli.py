@@ -89,3 +89,15 @@ def test_release_rounded_from_the_cli_and_audited(tmp_path: Path, capsys) -> Non
     assert summary["tables"] == 2 and summary["shared_cells"] > 0
     assert summary["unknown_cells"] == summary["cells"]
     assert "release audit: 2 tables" in capsys.readouterr().out
+
+
+def test_release_rapid_rounding_is_refused_and_nothing_written(tmp_path: Path, capsys) -> None:
+    """RAPID rounds a table's inner cells and adds up its margins: with tables sharing cells
+    that are inner in one and margins in another it is not defined, so the release is refused."""
+    config = _config(tmp_path)
+    out = tmp_path / "release"
+    assert _run("protect", "--release", config, "--method", "controlled-round", "--solution", "rapid",
+                "--out", out) == 3
+    err = capsys.readouterr().err
+    assert "RAPID" in err and "first-feasible" in err and "Traceback" not in err
+    assert not out.exists()

@@ -399,7 +399,8 @@ def _fail(problem: Problem, status: str, work: Work) -> None:
     base, kind = problem.base, problem.kind
     if status == "infeasible":
         raise MethodError(
-            f"no {kind} controlled rounding to base {base} exists for this table",
+            f"no {kind} controlled rounding to base {base} exists for this "
+            + ("table" if problem.grid is not None else "release (its tables' cells and relations together)"),
             reason=Reason.INFEASIBLE,
             suggestions=(Suggestion("allow rounding to a non-adjacent multiple", {"steps": problem.steps + 1}),),
         )

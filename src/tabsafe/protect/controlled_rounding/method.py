@@ -56,6 +56,10 @@ class ControlledRounding(TableMethod):
     node of a program of a hundred thousand cells with steps can take minutes, so on tables of
     that size give ``time_limit`` too.
 
+    A release (``tabsafe protect --release``: tables published together) is rounded in one
+    program over the union of its tables' cells under every table's relations
+    (:meth:`protect_release`): a cell the tables share has one value in all of them.
+
     Attributes:
         base: the rounding base b.
         steps: K, steps allowed beyond the adjacent multiples (0: zero-restricted).

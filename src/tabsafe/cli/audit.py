@@ -79,9 +79,9 @@ def _write(outputs: Outputs, target: Path, frame: pd.DataFrame, result: AuditRes
 
 
 def describe_sliver(row: dict[str, Any]) -> str:
-    """One sliver in words: its count, who, and the subtraction that reveals it."""
-    return (f"{row['count']} = {row['outer']} ({row['outer_count']}) - {row['inner']} ({row['inner_count']}): "
-            f"{row['sliver']}")
+    """One sliver in words: the subtraction that reveals it and who is in it — no count (stdout
+    is not a private file: the counts are original values, written only with the private --out)."""
+    return f"{row['outer']} - {row['inner']}: {row['sliver']}"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -109,6 +109,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  [{tag}; {row['tables']}] {describe_sliver(row)}")
         if len(shown) > SHOWN:
             print(f"  ... and {len(shown) - SHOWN} more")
+        if len(shown) and target is None:
+            print("  (their counts are original values: write them to a private file with --out FILE)")
         if target is not None:
             assert kind is not None
             frame = _reported(result, zeros=args.zeros, everything=args.all_slivers)

@@ -208,6 +208,19 @@ def _catalogue(settings: Any, columns: list[str]) -> tuple[dict[str, Variable], 
     return out, geography
 
 
+def chain_key(settings: Any) -> Any:
+    """The record key the chain's methods need (the cell key method's digits or modulus), else
+    the default :class:`~tabsafe.model.spec.KeySpec`."""
+    from tabsafe.model.spec import KeySpec
+    from tabsafe.registry import get_method
+
+    key_spec = None
+    for step in settings.chain:
+        method = get_method(step.method).from_params(step.params)
+        key_spec = key_spec or method.needs().key
+    return key_spec or KeySpec()
+
+
 def prepare(settings: Any) -> Path:
     """Prepare the records named by ``settings`` (module docstring); returns the folder.
 
@@ -217,8 +230,6 @@ def prepare(settings: Any) -> Path:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    from tabsafe.registry import get_method
 
     src = settings.records_path
     if not src.is_file():
@@ -234,15 +245,7 @@ def prepare(settings: Any) -> Path:
         raise InputError(f"at most {MAX_RECORDS:,} records can be served; got {n:,}", where=str(src))
     variables, geography = _catalogue(settings, table.column_names)
 
-    # the record key the chain's methods need (the cell key method's digits or modulus)
-    key_spec = None
-    for step in settings.chain:
-        method = get_method(step.method).from_params(step.params)
-        need = method.needs().key
-        key_spec = key_spec or need
-    from tabsafe.model.spec import KeySpec
-
-    key_spec = key_spec or KeySpec()
+    key_spec = chain_key(settings)
     if key_spec.column not in table.column_names:
         raise InputError(f"the records have no record-key column {key_spec.column!r}", where=str(src))
     rk = table.column(key_spec.column).to_numpy(zero_copy_only=False).astype(float)

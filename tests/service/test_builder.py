@@ -113,5 +113,5 @@ def test_prepared_whole_units_round_ties_as_the_engines_sql_does() -> None:
     from tabsafe.service.prepared import round_half_away
 
     x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 12.5, 0.125 * 100, 7.0, 0.49999])
-    sql = duckdb.sql(f"SELECT [CAST(round(v) AS BIGINT) FOR v IN {x.tolist()}::DOUBLE[]]").fetchone()[0]
+    sql = duckdb.sql(f"SELECT [CAST(round(v) AS BIGINT) FOR v IN {x.tolist()}::DOUBLE[]]").fetchall()[0][0]
     assert round_half_away(x).tolist() == sql == [1, 2, 3, -1, -3, 13, 13, 7, 0]

@@ -145,6 +145,16 @@ def build_method(name: str, params: Mapping[str, Any] | None = None) -> Any:
     return get_method(name).from_params(dict(params or {}))
 
 
+def engine_name(value: Any, *, key: str = "'engine'", where: str | None = None,
+                extra: tuple[str, ...] = ()) -> str:
+    """``value`` (a config file's ``key``, as the message shows it) as a registered engine's name
+    (or one of ``extra``), checked by name only: the engine is loaded when it first tabulates."""
+    known = [*extra, *engine_names()]
+    if not isinstance(value, str) or value not in known:
+        raise InputError(f"{key} must name an engine ({', '.join(known)}); got {value!r}", where=where)
+    return value
+
+
 def get_engine(name: str | Any = "duckdb", **options: Any) -> Any:
     """An engine by name, built with ``options`` (a config file's engine settings, e.g. Spark's
     ``master``); an engine object is returned as it is."""

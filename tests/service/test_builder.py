@@ -102,3 +102,16 @@ def test_only_a_release_can_be_serialised(builder):
     # and the published counts are not the originals (the cell key method changed some)
     original = protection.evaluation.densify().column("original").tolist()
     assert [row[-1] for row in payload["rows"]] != original
+
+
+def test_prepared_whole_units_round_ties_as_the_engines_sql_does() -> None:
+    """Record keys and magnitudes become whole units as the planner's SQL ``round`` makes them
+    (halves away from zero), so the prepared backend and an engine backend agree on ties."""
+    import duckdb
+    import numpy as np
+
+    from tabsafe.service.prepared import round_half_away
+
+    x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 12.5, 0.125 * 100, 7.0, 0.49999])
+    sql = duckdb.sql(f"SELECT [CAST(round(v) AS BIGINT) FOR v IN {x.tolist()}::DOUBLE[]]").fetchall()[0][0]
+    assert round_half_away(x).tolist() == sql == [1, 2, 3, -1, -3, 13, 13, 7, 0]

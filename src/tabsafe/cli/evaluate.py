@@ -25,7 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
     parser.add_argument("--csv", metavar="FILE.csv", help="also write the measures as CSV (one number a line)")
     parser.add_argument("--releases", metavar="DIR",
                         help="also write every release (CSV) into DIR: new, empty, or an earlier run's")
-    parser.add_argument("--engine", default="duckdb", metavar="NAME", help="tabulation engine (default duckdb)")
+    parser.add_argument("--engine", default=None, metavar="NAME",
+                        help="tabulation engine (default: the configuration's 'engine', else duckdb)")
 
 
 def _suffix(path: str | None, suffix: str, option: str) -> None:
@@ -48,6 +49,11 @@ def run(args: argparse.Namespace) -> int:
     _suffix(args.json, ".json", "json")
     _suffix(args.csv, ".csv", "csv")
     config = load_config(args.config)
+    if args.engine is not None:
+        from tabsafe.errors import param
+        from tabsafe.registry import engine_name
+
+        engine_name(args.engine, key=param("engine"))
     with contextlib.ExitStack() as stack:
         out = stack.enter_context(Outputs(inputs=config.inputs()))
         # every output checked before any work: a bad path fails at once and nothing is written

@@ -54,7 +54,8 @@ def add_protect_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] =
                         help=f"protection method ({', '.join(method_names())}); '--method M --help' lists its options")
     parser.add_argument("--seed", type=seed_int, default=None,
                         help="seed of random methods (drawn, printed and recorded when not given)")
-    parser.add_argument("--engine", default="duckdb", metavar="NAME", help="tabulation engine (default duckdb)")
+    parser.add_argument("--engine", default=None, metavar="NAME",
+                        help="tabulation engine (default: the release config's 'engine', else duckdb)")
     add_output_arguments(parser)
     for action in parser._actions:
         if "--out" in action.option_strings:
@@ -101,6 +102,11 @@ def run_protect(args: argparse.Namespace) -> int:
     if len(args.method) != 1:
         raise InputError("a release is protected with one method")
     method = method_from_args(get_method(args.method[0]), args)
+    if args.engine is not None:  # the command line wins over the config: checked before any work
+        from tabsafe.errors import param
+        from tabsafe.registry import engine_name
+
+        engine_name(args.engine, key=param("engine"))
     spec = ReleaseSpec.from_yaml(args.release)
     data = Path(args.data) if args.data else spec.data
     if data is None and spec.table is None:

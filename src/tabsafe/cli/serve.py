@@ -18,11 +18,15 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from tabsafe.errors import InputError
+    from tabsafe.service.planned import open_data
     from tabsafe.service.prepared import open_prepared, prepare
     from tabsafe.service.settings import Settings
 
     settings = Settings.load(data=args.data, config=args.config, host=args.host, port=args.port,
                              workers=args.workers)
+    if args.prepare and settings.engine != "prepared":
+        raise InputError(f"setting 'engine' is {settings.engine!r}: the records are counted where they are, "
+                         f"there is nothing to prepare", where=args.config)
     if args.prepare:
         path = prepare(settings)
         data = open_prepared(settings, prepare_if_missing=False)
@@ -35,9 +39,10 @@ def run(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    data = open_prepared(settings)
+    data = open_data(settings)
     where = f"http://{settings.host}:{settings.port}/"
-    print(f"serving {data.n:,} records from {settings.data} at {where} "
+    served = f"{data.n:,} records" if data.n is not None else f"the records counted by {settings.engine}"
+    print(f"serving {served} from {settings.data} at {where} "
           f"(API keys {'required' if settings.auth else 'off'}; {settings.workers} worker(s))", flush=True)
     common = {"host": settings.host, "port": settings.port, "log_level": "debug" if settings.debug else "warning",
               "access_log": settings.access_log, "server_header": False}

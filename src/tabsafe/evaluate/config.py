@@ -6,6 +6,7 @@
     data: census/persons.parquet                       # microdata, relative to this file
     meta: census/meta.yaml                             # codelists (default: meta.yaml beside the data)
     seed: 2026                                         # seed of every setting without its own
+    engine: duckdb                                     # tabulation engine (any registered; --engine wins)
     tables:
       area_age_sex:
         by: [area, age, sex]
@@ -136,6 +137,8 @@ class EvaluationConfig:
         seed: the default seed.
         title: the report's title.
         source: the configuration file.
+        engine: the engine that tabulates the tables (a registered name), or None (``--engine``,
+            else DuckDB).
     """
 
     data: Any
@@ -146,6 +149,7 @@ class EvaluationConfig:
     seed: int | None = None
     title: str = "Risk and utility of protection methods"
     source: str = "configuration"
+    engine: str | None = None
 
     def inputs(self) -> list[str]:
         """Every file the evaluation reads (an output may not be one of them)."""
@@ -205,7 +209,7 @@ def _path(base: Path, value: Any, what: str, source: str) -> Path:
     return p if p.is_absolute() else base / p
 
 
-KNOWN_TOP = {"title", "data", "meta", "seed", "tables", "settings", "measures"}
+KNOWN_TOP = {"title", "data", "meta", "seed", "tables", "settings", "measures", "engine"}
 KNOWN_TABLE = {"by", "hierarchies", "where", "rows", "anova_target"}
 KNOWN_SETTING = {"label", "method", "params", "chain", "seed"}
 KNOWN_MEASURES = {"small", "k", "sensitive", "weights", "prior", "differencing_n", "max_binomial_count"}
@@ -223,11 +227,13 @@ def parse_config(raw: Any, *, base: Path = Path("."), source: str = "configurati
     from tabsafe.method import check_seed
     from tabsafe.model.hierarchy import Hierarchy
     from tabsafe.model.microdata import Microdata
+    from tabsafe.registry import engine_name
 
     top = _mapping(raw, "the configuration", source)
     _unknown(top, KNOWN_TOP, "the configuration", source)
     if "data" not in top:
         raise _bad("the configuration needs 'data' (a microdata file)", source)
+    engine = engine_name(top["engine"], where=source) if top.get("engine") is not None else None
     data_path = _path(base, top["data"], "'data'", source)
     meta_path = _path(base, top["meta"], "'meta'", source) if top.get("meta") else data_path.parent / "meta.yaml"
     codelists = read_meta(meta_path) if (top.get("meta") or meta_path.is_file()) else {}
@@ -281,7 +287,7 @@ def parse_config(raw: Any, *, base: Path = Path("."), source: str = "configurati
     measures = _measures(top.get("measures") or {}, source)
     title = top.get("title") or EvaluationConfig.title
     return EvaluationConfig(data=data, data_path=str(data_path), tables=tuple(tables), settings=tuple(settings),
-                            measures=measures, seed=seed, title=str(title), source=source)
+                            measures=measures, seed=seed, title=str(title), source=source, engine=engine)
 
 
 def _build(step: Any, what: str, source: str) -> Any:

@@ -311,8 +311,11 @@ def _tables_summary(config: EvaluationConfig, originals: Mapping[str, Any]) -> d
     return out
 
 
-def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb", skip_failing: bool = False) -> Evaluation:
+def run_evaluation(config: EvaluationConfig, *, engine: Any = None, skip_failing: bool = False) -> Evaluation:
     """Run every setting of ``config`` on every table and measure the releases.
+
+    Tables are tabulated by ``engine`` (a name or an engine object), else by the configuration's
+    ``engine``, else by DuckDB.
 
     A setting that fails (a method that cannot protect a table: an infeasible program, a
     variable it needs missing) stops the evaluation with its error naming the setting and the
@@ -324,6 +327,7 @@ def run_evaluation(config: EvaluationConfig, *, engine: Any = "duckdb", skip_fai
     from tabsafe.tabulation import tabulate
 
     md = config.data
+    engine = engine if engine is not None else (config.engine or "duckdb")
     total = len(config.settings) * len(config.tables)
     progress.report("evaluation", phase="original tables", done=0, total=total)
     specs = {t.name: TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where) for t in config.tables}
@@ -464,6 +468,7 @@ def config_json(config: EvaluationConfig) -> dict[str, Any]:
         "title": config.title,
         "data": config.data_path,
         "seed": config.seed,
+        **({"engine": config.engine} if config.engine else {}),
         "tables": tables,
         "settings": [s.to_json() for s in config.settings],
         "measures": {"small": o.small, "k": o.k, "sensitive": list(o.sensitive) if o.sensitive else None,

@@ -70,11 +70,16 @@ class ReleaseProtection:
             raise InputError(f"the release has no table {name!r}; it has {', '.join(self.names)}") from None
 
 
-def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine: Any = "duckdb",
+def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine: Any = None,
                      key: Any = None, sums: Sequence[str] = ()) -> list[Table]:
-    """Every table of the release, with every margin (one tabulation per table)."""
+    """Every table of the release, with every margin (one tabulation per table), by ``engine``
+    (a name or an engine object), else the release config's ``engine``, else DuckDB."""
     from tabsafe.model.spec import TableSpec
+    from tabsafe.registry import get_engine
     from tabsafe.tabulation import tabulate
+
+    # one engine object for every table (a local Spark session is started once)
+    engine = get_engine(engine if engine is not None else (spec.engine or "duckdb"))
 
     out = []
     for t in spec.tables:

@@ -5,6 +5,7 @@ spanning variables, hierarchies (a table may give a variable another, non-nested
 the same codes: an alternative hierarchy) and a sub-population in tabsafe's filter language::
 
     data: census/persons.parquet          # microdata; or  table: cells.csv  count: n
+    engine: duckdb                        # tabulation engine (any registered; --engine wins)
     hierarchies:                          # per variable, for every table spanning it
       area: census/hierarchies/area.hrc
     same_codes:                           # variables whose codes name the same populations
@@ -40,7 +41,8 @@ from tabsafe.model.hierarchy import Hierarchy
 __all__ = ["ReleaseSpec", "ReleaseTable", "table_name"]
 
 _NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
-_TOP_KEYS = {"data", "table", "count", "meta", "hierarchies", "same_codes", "tables", "description", "suppressed_min"}
+_TOP_KEYS = {"data", "table", "count", "meta", "hierarchies", "same_codes", "tables", "description", "suppressed_min",
+             "engine"}
 _TABLE_KEYS = {"name", "by", "hierarchies", "where", "file", "base"}
 
 
@@ -103,6 +105,8 @@ class ReleaseSpec:
         suppressed_min: in a release as published, what an intruder knows as the least value of
             a suppressed cell (1 when the publisher never suppresses zeros), or None.
         source: where the spec came from (for messages).
+        engine: the engine that tabulates the tables (a registered name), or None (the caller's
+            choice, else DuckDB).
     """
 
     tables: tuple[ReleaseTable, ...]
@@ -113,6 +117,7 @@ class ReleaseSpec:
     meta: Path | None = None
     suppressed_min: float | None = None
     source: str = "release"
+    engine: str | None = None
 
     def __post_init__(self) -> None:
         tables = tuple(self.tables)
@@ -232,12 +237,18 @@ class ReleaseSpec:
             if not isinstance(g, list):
                 raise InputError(f"{source}: each 'same_codes' entry lists variables")
             groups.append(tuple(str(v) for v in g))
+        engine = None
+        if data.get("engine") is not None:
+            from tabsafe.registry import engine_name
+
+            engine = engine_name(data["engine"], where=source)
         count = data.get("count")
         if data.get("table") is not None and not count:
             raise InputError(f"{source}: 'table' (inner cells) needs 'count' (the column holding the counts)")
         return cls(tables=tuple(tables), same_codes=tuple(groups), data=path_of(data.get("data"), "'data'"),
                    table=path_of(data.get("table"), "'table'"), count=str(count) if count else None,
-                   meta=path_of(data.get("meta"), "'meta'"), suppressed_min=data.get("suppressed_min"), source=source)
+                   meta=path_of(data.get("meta"), "'meta'"), suppressed_min=data.get("suppressed_min"), source=source,
+                   engine=engine)
 
     def to_mapping(self, *, base: str | os.PathLike[str], files: Mapping[str, str] | None = None) -> dict[str, Any]:
         """The release as YAML data with paths relative to ``base`` (``files``: table -> its

@@ -15,9 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tabsafe.errors import TabsafeError, TooLargeError
 from tabsafe.service.answers import AnswerCache, fingerprint
-from tabsafe.service.builder import Builder
 from tabsafe.service.deps import ServiceError
-from tabsafe.service.prepared import Prepared, open_prepared
 from tabsafe.service.routes import TABLES, router, web
 from tabsafe.service.settings import Settings, build
 from tabsafe.service.store import Store
@@ -58,9 +56,12 @@ class BodyLimit:
         await self.app(scope, receive, send)
 
 
-def create_app(settings: Settings, *, data: Prepared | None = None) -> FastAPI:
-    """The service for ``settings`` (prepares the data on first start)."""
-    data = data or open_prepared(settings)
+def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
+    """The service for ``settings`` (prepares the data on first start, unless an engine counts
+    the records: ``engine`` in the settings, :mod:`tabsafe.service.planned`)."""
+    from tabsafe.service.planned import make_builder, open_data
+
+    data = data or open_data(settings)
     app = FastAPI(
         title="tabsafe table builder",
         version="1",
@@ -71,7 +72,7 @@ def create_app(settings: Settings, *, data: Prepared | None = None) -> FastAPI:
         redoc_url=None,
     )
     app.state.settings = settings
-    app.state.builder = Builder(settings, data)
+    app.state.builder = make_builder(settings, data)
     app.state.store = Store(settings.store_path)
     app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint))
 

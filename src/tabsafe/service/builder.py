@@ -443,6 +443,14 @@ class Builder:
             cubes = self._count(r, [data.codes[d.variable.name] for d in r.dims], [d.lut for d in r.dims],
                                 [len(d.base) for d in r.dims])
             units = [list(d.targets) for d in r.dims]
+        return self.table_from_cubes(r, cubes, units)
+
+    def table_from_cubes(self, r: Resolved, cubes: dict[str, np.ndarray],
+                         units: list[list[tuple[int, ...]]]) -> Table:
+        """The table of ``r`` from its cubes over units (``count``, ``key``: key sums, ``fixed``:
+        fixed-point magnitude sums), each unit added to the display cells it lists: margins and
+        subtotals. Cells without records (and without a magnitude) are left out."""
+        data = self.data
         for axis, (d, targets) in enumerate(zip(r.dims, units)):
             rows = [t for ts in targets for t in ts]
             cols = [b for b, ts in enumerate(targets) for _ in ts]

@@ -30,7 +30,7 @@ import numpy as np
 from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
 
-FORMAT = 1
+FORMAT = 2  # 2: whole units rounded half away from zero, as the engines do
 #: record keys and fixed-point magnitudes are split at 2**26 so that float64 bincounts stay exact
 #: (every partial sum below 2**53 for up to 2**27 records)
 SPLIT = 26
@@ -208,6 +208,26 @@ def _catalogue(settings: Any, columns: list[str]) -> tuple[dict[str, Variable], 
     return out, geography
 
 
+def chain_key(settings: Any) -> Any:
+    """The record key the chain's methods need (the cell key method's digits or modulus), else
+    the default :class:`~tabsafe.model.spec.KeySpec`."""
+    from tabsafe.model.spec import KeySpec
+    from tabsafe.registry import get_method
+
+    key_spec = None
+    for step in settings.chain:
+        method = get_method(step.method).from_params(step.params)
+        key_spec = key_spec or method.needs().key
+    return key_spec or KeySpec()
+
+
+def round_half_away(x: np.ndarray) -> np.ndarray:
+    """Whole numbers, halves away from zero: as the engines' SQL ``round`` turns record keys and
+    magnitudes into whole units (planner), so a prepared cell and an engine's agree even on ties
+    (``numpy.rint`` rounds halves to even)."""
+    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
+
+
 def prepare(settings: Any) -> Path:
     """Prepare the records named by ``settings`` (module docstring); returns the folder.
 
@@ -217,8 +237,6 @@ def prepare(settings: Any) -> Path:
     import pyarrow as pa
     import pyarrow.compute as pc
     import pyarrow.parquet as pq
-
-    from tabsafe.registry import get_method
 
     src = settings.records_path
     if not src.is_file():
@@ -234,22 +252,14 @@ def prepare(settings: Any) -> Path:
         raise InputError(f"at most {MAX_RECORDS:,} records can be served; got {n:,}", where=str(src))
     variables, geography = _catalogue(settings, table.column_names)
 
-    # the record key the chain's methods need (the cell key method's digits or modulus)
-    key_spec = None
-    for step in settings.chain:
-        method = get_method(step.method).from_params(step.params)
-        need = method.needs().key
-        key_spec = key_spec or need
-    from tabsafe.model.spec import KeySpec
-
-    key_spec = key_spec or KeySpec()
+    key_spec = chain_key(settings)
     if key_spec.column not in table.column_names:
         raise InputError(f"the records have no record-key column {key_spec.column!r}", where=str(src))
     rk = table.column(key_spec.column).to_numpy(zero_copy_only=False).astype(float)
     if not np.all(np.isfinite(rk)):
         raise InputError(f"record key column {key_spec.column!r} has missing values", where=str(src))
     scale = key_spec.scale
-    k = np.rint(rk * (1 if key_spec.modulus else scale)).astype(np.int64)
+    k = round_half_away(rk * (1 if key_spec.modulus else scale))
     if k.min() < 0 or k.max() >= scale:
         raise InputError(f"record key column {key_spec.column!r} has values outside its range", where=str(src))
 
@@ -303,7 +313,7 @@ def prepare(settings: Any) -> Path:
         np.save(tmp / "key_cum.npy", np.concatenate([[0], np.cumsum(ks)]).astype(np.int64))
         for name, x in values.items():
             xs = x[order]
-            fixed = np.rint(xs * 10 ** numeric[name]["digits"]).astype(np.int64)
+            fixed = round_half_away(xs * 10 ** numeric[name]["digits"])
             hi = np.floor_divide(fixed, 1 << SPLIT)
             np.save(tmp / f"value_{name}.npy", xs)
             np.save(tmp / f"fixed_lo_{name}.npy", (fixed - hi * (1 << SPLIT)).astype(np.float64))

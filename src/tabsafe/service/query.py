@@ -221,7 +221,7 @@ def _area(data: Prepared, area: Sequence[str] | None, limits: Any
     """The runs of records of a user-defined area (records are sorted by building block)."""
     if area is None:
         return ((0, data.n),), None, None
-    if data.geography is None or data.blocks is None:
+    if data.geography is None:
         raise InputError("this data set has no geography: areas cannot be defined")
     if not area:
         raise InputError("an empty area: name at least one building block")
@@ -236,6 +236,11 @@ def _area(data: Prepared, area: Sequence[str] | None, limits: Any
     kept = tuple(sorted((c for c in codes if not any(a in codes for a in h.ancestors(c)[1:])),
                         key=h.position.__getitem__))
     leaves = np.unique(np.concatenate([var.leaves_below[c] for c in kept]))
+    inside = np.zeros(len(h.leaves), dtype=bool)
+    inside[leaves] = True
+    if data.blocks is None:
+        # records not prepared (an engine counts them, tabsafe.service.planned): no runs
+        return (), kept, inside
     starts, stops = data.blocks[leaves], data.blocks[leaves + 1]
     runs: list[list[int]] = []
     for s, e in zip(starts.tolist(), stops.tolist()):
@@ -245,8 +250,6 @@ def _area(data: Prepared, area: Sequence[str] | None, limits: Any
             runs[-1][1] = e
         else:
             runs.append([s, e])
-    inside = np.zeros(len(h.leaves), dtype=bool)
-    inside[leaves] = True
     return tuple((s, e) for s, e in runs), kept, inside
 
 

@@ -93,6 +93,11 @@ class Settings(_Model):
         recode_level: the level whose whole categories groups must be unions of.
         labels: labels of codes, per variable (in addition to meta.yaml's).
         rules, limits: see :class:`Rules`, :class:`Limits`.
+        engine: how tables are counted: ``prepared`` (the default: the memory-mapped code matrix
+            of :mod:`tabsafe.service.prepared`), or a registered engine (``duckdb``, ``spark``)
+            counting each table from the records file through the shared planner
+            (:mod:`tabsafe.service.planned`: no preparation, for records too large for one
+            machine). The answers are the same; a query the planner cannot express is refused.
     """
 
     data: Path
@@ -115,12 +120,23 @@ class Settings(_Model):
     rules: Rules = Rules()
     limits: Limits = Limits()
     access_log: bool = False
+    engine: str = "prepared"
 
     @field_validator("chain")
     @classmethod
     def _chain(cls, value: tuple[Step, ...]) -> tuple[Step, ...]:
         if not value:
             raise ValueError("the protection chain may not be empty: every output must be protected")
+        return value
+
+    @field_validator("engine")
+    @classmethod
+    def _engine(cls, value: str) -> str:
+        from tabsafe.registry import engine_names
+
+        known = ["prepared", *engine_names()]
+        if value not in known:
+            raise ValueError(f"must be one of {', '.join(known)}; got {value!r}")
         return value
 
     @model_validator(mode="after")

@@ -3,7 +3,9 @@
 ``tabsafe protect --release RELEASE.yaml --method suppress [method options] --out DIR`` tabulates
 every table of the release config (:mod:`tabsafe.release.spec`), protects them together
 (:func:`tabsafe.release.protect_release`: suppression over the union of their cells and
-relations, a shared cell one status; the release audit of what is published) and writes one
+relations, a shared cell one status, and the release audit of what is published; controlled
+rounding of the union in one program, a shared cell one value, the manifest recording each
+table's base) and writes one
 release file per table into ``DIR`` with a manifest, ``DIR/release.yaml``, that
 ``tabsafe audit --release`` reads. Every output is planned before any work, and nothing is
 written when the audit fails.
@@ -149,6 +151,10 @@ def run_protect(args: argparse.Namespace) -> int:
                     out.write_arrow(evals[t.name], evaluation_arrow(p.evaluation, zero_cells=args.zero_cells))
             if hasattr(method, "suppressed_min"):  # what the audit of the files may assume
                 spec = dataclasses.replace(spec, suppressed_min=method.suppressed_min)
+            published_base = getattr(method, "published_base", None)
+            if published_base is not None:  # rounded tables: the audit reads each value as an interval
+                spec = dataclasses.replace(spec, tables=tuple(dataclasses.replace(t, base=published_base)
+                                                              for t in spec.tables))
             doc = spec.to_mapping(base=out_dir, files={k: str(v) for k, v in paths.items()})
             doc = {"description": f"release protected with {method.name}", **doc}
             out.write_text(manifest, yaml.safe_dump(doc, sort_keys=False))

@@ -1,14 +1,14 @@
 """Protecting a release: every table of it at once, with one method.
 
 A method that can protect a release jointly (it has ``protect_release(cells, *, seed)``, a
-small protocol — cell suppression does) gets the union of the tables' cells and relations
-(:class:`~tabsafe.release.cells.ReleaseCells`): a shared cell has one status in every table.
+small protocol — cell suppression and controlled rounding do) gets the union of the tables'
+cells and relations (:class:`~tabsafe.release.cells.ReleaseCells`): a shared cell has one status
+(suppression) or one rounded value (controlled rounding: one program over the release's cells
+with every table's relations, so every table is additive) in every table.
 Any other method protects each table alone; the release is refused if a cell the tables share
 comes out different in two of them (a random rounding would tell an intruder two draws of one
 cell), so only methods consistent by construction pass (the cell key method: the same records
-give the same key, hence the same noise, in every table). Controlled rounding of a release is not
-offered: rounding tables that share cells consistently needs a joint program over the release's
-cells, which this version does not have.
+give the same key, hence the same noise, in every table).
 
 Cell suppression is then audited as published (:mod:`tabsafe.risk.release_audit`, the
 intruder's interval programs over all tables at once, on the published values only): a release

@@ -1,7 +1,9 @@
 """Neighbourhood improvement: a large-neighbourhood search from an additive rounding.
 
 It repeatedly frees a box of about ``neighbourhood_cells`` cells around a cell that went to the
-far multiple (or, first, a cell outside its allowed steps), fixes the rest of the table and
+far multiple (or, first, a cell outside its allowed steps) — on a grid a box of codes
+(:func:`neighbourhood`), on a cell vector without a grid (a release) the cells related to it
+(:func:`related_cells`) —, fixes the rest of the table and
 solves that box exactly from the current values, so nothing gets worse and additivity holds
 across the table. Each box is one integer program under a node cap; the boxes are chosen by a
 generator with a fixed seed, so the search is deterministic: it stops when the work budget is
@@ -14,13 +16,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import scipy.sparse as sp
 
 from tabsafe.protect.controlled_rounding.grid import Grid
 from tabsafe.protect.controlled_rounding.program import PENALTY, Part, Problem, run_part
 from tabsafe.protect.controlled_rounding.steps import objective, violation
 from tabsafe.protect.controlled_rounding.work import Tuning, Work
 
-__all__ = ["Improved", "improve", "neighbourhood"]
+__all__ = ["Improved", "improve", "neighbourhood", "related_cells"]
 
 
 def neighbourhood(grid: Grid, rng: np.random.Generator, cells: int, around: int) -> np.ndarray:
@@ -65,6 +68,34 @@ def neighbourhood(grid: Grid, rng: np.random.Generator, cells: int, around: int)
     return np.asarray(free).ravel()
 
 
+def related_cells(members: sp.csr_matrix, rng: np.random.Generator, cells: int, around: int) -> np.ndarray:
+    """About ``cells`` cells related to the cell ``around`` (a mask), for a cell vector without a
+    grid: breadth first over the relations (``members``: relation × cell incidence), each ring
+    taken in a random order until the budget is reached. A move of one cell must be balanced in
+    each of its relations, and those moves in theirs: the rings around a cell hold the cycles of
+    relations along which a rounding can change while the rest stays fixed."""
+    n = members.shape[1]
+    by_cell = members.T.tocsr()
+    free = np.zeros(n, dtype=bool)
+    free[around] = True
+    taken = 1
+    frontier = np.array([around], dtype=np.int64)
+    seen_rows = np.zeros(members.shape[0], dtype=bool)
+    while taken < cells and frontier.size:
+        rows = np.unique(by_cell[frontier].indices)
+        rows = rows[~seen_rows[rows]]
+        seen_rows[rows] = True
+        ring = np.unique(members[rows].indices)
+        ring = ring[~free[ring]]
+        if ring.size == 0:
+            break
+        ring = rng.permutation(ring)[:cells - taken]
+        free[ring] = True
+        taken += ring.size
+        frontier = ring
+    return free
+
+
 @dataclass(frozen=True, eq=False)
 class Improved:
     """What the search did.
@@ -88,6 +119,14 @@ def improve(problem: Problem, a: np.ndarray, work: Work, tuning: Tuning, *, targ
     ``Σ|z − a|`` (boxes around cells rounded to the far multiple)."""
     grid, z, b, steps = problem.grid, problem.z, problem.base, problem.steps
     rng = np.random.default_rng(tuning.search_seed)
+    if grid is not None:
+        def box(centre: int) -> np.ndarray:
+            return neighbourhood(grid, rng, tuning.neighbourhood_cells, centre)
+    else:
+        members = abs(sp.csr_matrix(problem.additivity))
+
+        def box(centre: int) -> np.ndarray:
+            return related_cells(members, rng, tuning.neighbourhood_cells, centre)
     viol = violation(z, a, b, steps)
     best = objective(z, a) + PENALTY * b * int(viol.sum())
     boxes = idle = 0
@@ -104,7 +143,7 @@ def improve(problem: Problem, a: np.ndarray, work: Work, tuning: Tuning, *, targ
         if idle >= tuning.stall:
             return Improved(a, boxes, stalled=True)
         centre = int(candidates[rng.integers(candidates.size)])
-        free = neighbourhood(grid, rng, tuning.neighbourhood_cells, centre)
+        free = box(centre)
         res = run_part(problem, Part(free=free, values=a, warm=True), work, cap=tuning.neighbourhood_nodes)
         if res.status == "spent":
             break

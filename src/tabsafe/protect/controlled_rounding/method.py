@@ -10,12 +10,20 @@ import numpy as np
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Choice, Int, Optional, Real, parameter
-from tabsafe.protect.controlled_rounding.solve import DEFAULT_PART_CELLS, SolutionKind, controlled_round
+from tabsafe.protect.controlled_rounding.solve import (
+    DEFAULT_PART_CELLS,
+    ControlledResult,
+    SolutionKind,
+    controlled_round,
+    round_cells,
+)
 from tabsafe.protect.controlled_rounding.steps import existence_intervals
 from tabsafe.protect.controlled_rounding.work import DEFAULT_WORK_LIMIT
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
+    from tabsafe.release.cells import ReleaseCells
 
 __all__ = ["ControlledRounding"]
 
@@ -47,6 +55,10 @@ class ControlledRounding(TableMethod):
     for tables several times larger and bounds the work on hard ones. Nodes are not seconds: a
     node of a program of a hundred thousand cells with steps can take minutes, so on tables of
     that size give ``time_limit`` too.
+
+    A release (``tabsafe protect --release``: tables published together) is rounded in one
+    program over the union of its tables' cells under every table's relations
+    (:meth:`protect_release`): a cell the tables share has one value in all of them.
 
     Attributes:
         base: the rounding base b.
@@ -93,13 +105,59 @@ class ControlledRounding(TableMethod):
         res = controlled_round(table, base=self.base, steps=self.steps, solution=self.solution,
                                work_limit=self.work_limit, time_limit=self.time_limit, part_cells=self.part_cells)
         dense = res.table
+        assert dense is not None  # a table's rounding is aligned with its grid
         values = np.asarray(res.values, dtype=np.int64)
+        figures, private = self._figures(res, dense.counts)
+        return Outcome(cells=dense, release=self._release(values), figures=figures, private=private, notes=res.notes)
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Round the tables of a release together (:mod:`tabsafe.release`; issue #13): the union
+        of their cells (a cell shared by several tables is one cell) under every table's
+        relations, in one program (:func:`~.solve.round_cells`). A shared cell gets one rounded
+        value in every table, and every table is additive; each cell is rounded as in one
+        table (within ``steps`` of its adjacent multiples; a multiple of the base unchanged when
+        zero-restricted). Tables rounded one by one would give a shared cell two values in two
+        tables (an intruder learns from both), or none consistent at all."""
+        from tabsafe.method import _meta
+        from tabsafe.model.result import Protection, Release, Report
+        from tabsafe.model.table import Table
+
+        self.validate()
+        z = cells.combine("count")
+        res = round_cells(z, cells.relations, base=self.base, steps=self.steps, solution=self.solution,
+                          work_limit=self.work_limit, time_limit=self.time_limit)
+        values = np.asarray(res.values, dtype=np.int64)
+        figures, private = self._figures(res, z)
+        figures = {**figures, "tables": len(cells.tables), "shared_cells": int((cells.shared() > 1).sum())}
+        report = Report(method=self.name, params=self.params(), seed=None, figures=figures, private=private,
+                        notes=res.notes)
+        out = []
+        for dense, rows in zip(cells.tables, cells.cells):
+            meta = _meta(dense)
+            release = Table(dense.dimensions, dense.ids, self._release(values[rows]), meta)
+            evaluation = Table(dense.dimensions, dense.ids, {"count": dense.counts, "original": dense.counts}, meta)
+            out.append(Protection(release=Release(release), evaluation=evaluation, report=report))
+        return tuple(out), report
+
+    @property
+    def published_base(self) -> int:
+        """What a published value ``r`` says, as the base of the release audit: the true value is
+        in ``[r − B + 1, r + B − 1]`` (never below 0) with ``B = (steps + 1)·base`` — the
+        existence interval of 000 §5.5.1.2, which the manifest of a rounded release records."""
+        return (self.steps + 1) * self.base
+
+    def _release(self, values: np.ndarray) -> dict[str, Any]:
         release: dict[str, Any] = {"count": values}
         if self.intervals:
             lower, upper = existence_intervals(values, base=self.base, steps=self.steps)
             release.update(lower=lower, upper=upper)
+        return release
+
+    @staticmethod
+    def _figures(res: ControlledResult, original: np.ndarray) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The report's figures (publishable) and private figures (computed from the originals)."""
         figures = {
-            "cells": dense.n_cells,
+            "cells": int(res.values.size),
             "status": res.status,
             "bound": res.bound_kind,
             "programs": res.programs,
@@ -113,6 +171,6 @@ class ControlledRounding(TableMethod):
             "objective": res.objective,
             "lower_bound": res.lower_bound,
             "gap": round(res.gap, 6),
-            "cells_changed": int(np.count_nonzero(values != dense.counts)),
+            "cells_changed": int(np.count_nonzero(np.asarray(res.values) != np.asarray(original))),
         }
-        return Outcome(cells=dense, release=release, figures=figures, private=private, notes=res.notes)
+        return figures, private

@@ -24,6 +24,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
+from tabsafe.errors import InputError
 from tabsafe.protect.controlled_rounding.grid import Grid
 from tabsafe.protect.controlled_rounding.steps import step_range
 from tabsafe.protect.controlled_rounding.work import Effort, Work
@@ -41,21 +42,50 @@ SOLVER_SEED = 0
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """One controlled rounding: the grid, its counts ``z``, the base ``b`` and the steps ``K``.
+    """One controlled rounding: the cells' counts ``z``, their additive relations ``A`` (``A·a = 0``
+    iff ``a`` is additive), the base ``b`` and the steps ``K``.
+
+    The cells are a table's grid (``grid``: its counts and additivity matrix, and the geometry
+    the grid strategies — slices, parts, neighbourhoods — use) or any cell vector with a sparse
+    relation matrix (``counts`` and ``relations``, ``grid`` None): the cells of a release, where
+    a cell shared by several tables is one cell and every table's relations hold at once
+    (:meth:`of_cells`).
 
     Attributes:
-        grid: the dense table and its additive structure.
+        grid: the dense table and its additive structure, or None for a cell vector.
         base: the rounding base.
         steps: allowed steps beyond the adjacent multiples (0: zero-restricted).
+        counts: the counts of a cell vector (None: the grid's).
+        relations: the relation matrix of a cell vector (None: the grid's).
     """
 
-    grid: Grid
+    grid: Grid | None
     base: int
     steps: int
+    counts: np.ndarray | None = None
+    relations: sp.spmatrix | None = None
+
+    @classmethod
+    def of_cells(cls, counts: np.ndarray, relations: sp.spmatrix, base: int, steps: int) -> Problem:
+        """The program over a cell vector and a sparse relation matrix (one column per cell)."""
+        z = np.asarray(counts, dtype=np.int64)
+        if relations.shape[1] != z.size:
+            raise InputError(f"{relations.shape[1]} relation columns for {z.size} cells")
+        return cls(None, base, steps, z, sp.csc_matrix(relations, dtype=np.float64))
 
     @cached_property
     def z(self) -> np.ndarray:
-        return self.grid.counts
+        return self.grid.counts if self.counts is None else self.counts  # type: ignore[union-attr]
+
+    @cached_property
+    def additivity(self) -> sp.csc_matrix:
+        """``A``, by columns (programs take the columns of their free cells)."""
+        return self.grid.additivity if self.relations is None else self.relations  # type: ignore[union-attr]
+
+    @property
+    def size(self) -> int:
+        """How many cells."""
+        return int(self.z.size)
 
     @cached_property
     def u(self) -> np.ndarray:
@@ -195,7 +225,7 @@ def _solve(lp: LinearProgram, effort: Effort, start: np.ndarray | None = None) -
 def solve_part(problem: Problem, part: Part, effort: Effort) -> PartResult:
     """Round the free cells of ``part`` given the values of all other cells (see the module
     docstring); a part with a pull goes to the unit-step form (:func:`_solve_pulled`)."""
-    A = problem.grid.additivity
+    A = problem.additivity
     if part.rows is not None:
         A = A[np.flatnonzero(part.rows)]
     if part.pull is not None:

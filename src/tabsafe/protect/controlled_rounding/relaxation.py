@@ -38,7 +38,7 @@ class Relaxation:
 def relax(problem: Problem, work: Work) -> Relaxation:
     """Solve the LP relaxation by interior point (about 3 s for 80K cells; deterministic: the
     iterations do not depend on the machine, only a time limit in ``work`` can cut them short)."""
-    A, b = problem.grid.additivity, problem.base
+    A, b = problem.additivity, problem.base
     u, r = problem.u, problem.r
     lo_w, hi_w = problem.ranges
     ypos = np.flatnonzero(r != 0)

@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 import numpy as np
+import scipy.sparse as sp
 
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
 from tabsafe.model.table import Table
@@ -42,7 +43,7 @@ from tabsafe.protect.controlled_rounding.sequential import Sequential, sequentia
 from tabsafe.protect.controlled_rounding.steps import check_base_steps, nearest, objective
 from tabsafe.protect.controlled_rounding.work import DEFAULT_WORK_LIMIT, Limits, Tuning, Work
 
-__all__ = ["DEFAULT_PART_CELLS", "ControlledResult", "SolutionKind", "controlled_round", "rapid_round"]
+__all__ = ["DEFAULT_PART_CELLS", "ControlledResult", "SolutionKind", "controlled_round", "rapid_round", "round_cells"]
 
 #: the measured defaults of the strategies
 DEFAULT_TUNING = Tuning()
@@ -67,7 +68,8 @@ class ControlledResult:
     """A controlled rounding and what is known about its quality.
 
     Attributes:
-        table: the dense table the values are aligned with (row ``i`` is grid cell ``i``).
+        table: the dense table the values are aligned with (row ``i`` is grid cell ``i``), or
+            None for a cell vector (:func:`round_cells`: the values are aligned with its cells).
         values: the rounded value of every cell.
         objective: ``Σ|z − a|`` over all cells.
         lower_bound: a proven lower bound on the smallest possible objective.
@@ -86,7 +88,7 @@ class ControlledResult:
         notes: decisions worth telling the user.
     """
 
-    table: Table
+    table: Table | None
     values: np.ndarray
     objective: int
     lower_bound: float
@@ -156,13 +158,7 @@ def controlled_round(
     """
     check_base_steps(base, steps)
     kind = _kind(solution)
-    if isinstance(work_limit, bool) or not isinstance(work_limit, (int, np.integer)) or work_limit < 1:
-        raise InputError(f"parameter {param('work_limit')} must be an integer >= 1; got {work_limit!r}")
-    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
-                                   or not math.isfinite(time_limit) or time_limit <= 0):
-        raise InputError(f"parameter {param('time_limit')} must be a positive number of seconds; got {time_limit!r}")
-    if isinstance(part_cells, bool) or not isinstance(part_cells, (int, np.integer)) or part_cells < 1:
-        raise InputError(f"parameter {param('part_cells')} must be an integer >= 1; got {part_cells!r}")
+    _check_limits(work_limit, time_limit, part_cells)
     counts = table.counts
     if counts.size and counts.min() < 0:
         raise InputError(f"controlled rounding needs counts >= 0; got {counts.min()}")
@@ -177,6 +173,58 @@ def controlled_round(
     return _large(problem, work, kind, tuning)
 
 
+def round_cells(
+    counts: np.ndarray,
+    relations: sp.spmatrix,
+    *,
+    base: int,
+    steps: int = 0,
+    solution: SolutionKind | str = SolutionKind.OPTIMAL,
+    work_limit: int = DEFAULT_WORK_LIMIT,
+    time_limit: float | None = None,
+    tuning: Tuning | None = None,
+) -> ControlledResult:
+    """Controlled rounding of a cell vector under a sparse relation matrix: ``A·a = 0`` for the
+    rounded values ``a`` (every relation kept), each cell rounded as in :func:`controlled_round`
+    (000 §5.5.1). The cells of a release (:class:`~tabsafe.release.ReleaseCells`: the union of
+    its tables' cells, a shared cell once, and every table's relations) rounded in one program:
+    a shared cell gets one value, and every table is additive.
+
+    Small programs (``joint_direct_vars``) go to the solver whole; larger ones get the solver's
+    first rounding of the whole program (its root relaxation is the lower bound) and then, for
+    ``optimal``, the neighbourhood search over related cells (:func:`~.improve.related_cells`). There is no
+    RAPID rounding of a cell vector (which cells are inner is a property of one table), and no
+    partitioning. Limits, errors and determinism as in :func:`controlled_round`; the result's
+    ``table`` is None.
+    """
+    check_base_steps(base, steps)
+    kind = _kind(solution)
+    _check_limits(work_limit, time_limit, DEFAULT_PART_CELLS)
+    z = np.asarray(counts)
+    if z.size and (np.isnan(z.astype(np.float64)).any() or z.min() < 0):
+        raise InputError("controlled rounding needs counts >= 0 for every cell")
+    if kind is SolutionKind.RAPID:
+        raise MethodError("RAPID rounding is defined on one table (its inner cells), not on the cells of several",
+                          reason=Reason.NOT_APPLICABLE,
+                          suggestions=(Suggestion("the first additive rounding found", {"solution": "first-feasible"}),))
+    work = Work(Limits(work=int(work_limit), time=None if time_limit is None else float(time_limit)))
+    problem = Problem.of_cells(z.astype(np.int64), relations, int(base), int(steps))
+    tuning = DEFAULT_TUNING if tuning is None else tuning
+    if problem.n_vars() <= tuning.joint_direct_vars:
+        return _direct(problem, work, kind)
+    return _joint(problem, work, kind, tuning)
+
+
+def _check_limits(work_limit: object, time_limit: object, part_cells: object) -> None:
+    if isinstance(work_limit, bool) or not isinstance(work_limit, (int, np.integer)) or work_limit < 1:
+        raise InputError(f"parameter {param('work_limit')} must be an integer >= 1; got {work_limit!r}")
+    if time_limit is not None and (isinstance(time_limit, bool) or not isinstance(time_limit, (int, float))
+                                   or not math.isfinite(time_limit) or time_limit <= 0):
+        raise InputError(f"parameter {param('time_limit')} must be a positive number of seconds; got {time_limit!r}")
+    if isinstance(part_cells, bool) or not isinstance(part_cells, (int, np.integer)) or part_cells < 1:
+        raise InputError(f"parameter {param('part_cells')} must be an integer >= 1; got {part_cells!r}")
+
+
 def _kind(solution: SolutionKind | str) -> SolutionKind:
     try:
         return SolutionKind(solution)
@@ -189,8 +237,8 @@ def _result(problem: Problem, work: Work, values: np.ndarray, *, lower: float, b
             first_seconds: float | None = None, notes: tuple[str, ...] = ()) -> ControlledResult:
     obj = objective(problem.z, values)
     return ControlledResult(
-        table=problem.grid.table, values=values, objective=obj, lower_bound=lower, bound_kind=bound_kind,
-        gap=_gap(obj, lower), status=status, seconds=work.seconds,
+        table=problem.grid.table if problem.grid is not None else None, values=values, objective=obj,
+        lower_bound=lower, bound_kind=bound_kind, gap=_gap(obj, lower), status=status, seconds=work.seconds,
         first_seconds=work.seconds if first_seconds is None else first_seconds, programs=work.programs,
         work=work.nodes, stopped_by=work.stopped_by, notes=(*notes, _limit_note(work)),
     )
@@ -250,6 +298,27 @@ def _large(problem: Problem, work: Work, kind: SolutionKind, tuning: Tuning) -> 
         values = res.values
         status = "optimal" if res.status == "optimal" else "feasible"
         lower, bound_kind = _better_bound(lower, bound_kind, res.bound, "mip")
+    return _polish(problem, work, kind, tuning, values, lower=lower, bound_kind=bound_kind, status=status,
+                   notes=notes)
+
+
+def _joint(problem: Problem, work: Work, kind: SolutionKind, tuning: Tuning) -> ControlledResult:
+    """A cell vector (no grid: no slices, no parts) too large for one direct program: the
+    solver's first rounding of the whole program — measured on two census tables sharing their
+    area × age margins (39,382 cells, 24,324 variables): 12 s and 0.2% above the bound, where
+    solving the program to optimality took 170 s — then the neighbourhood search."""
+    res = run_part(problem, Part.whole(problem), work, first_feasible=True)
+    if res.values is None:
+        _fail(problem, res.status, work)
+    lower, bound_kind = _better_bound(problem.nearest_bound, "nearest", res.bound, "mip")
+    status = "optimal" if res.status == "optimal" else "feasible"
+    return _polish(problem, work, kind, tuning, res.values, lower=lower, bound_kind=bound_kind, status=status,
+                   notes=[])
+
+
+def _polish(problem: Problem, work: Work, kind: SolutionKind, tuning: Tuning, values: np.ndarray, *,
+            lower: float, bound_kind: str, status: str, notes: list[str]) -> ControlledResult:
+    """The neighbourhood search from an additive rounding (``optimal`` only), and the result."""
     first_seconds = work.seconds
     if status != "optimal" and kind is SolutionKind.OPTIMAL and objective(problem.z, values) > lower:
         before = objective(problem.z, values)
@@ -330,7 +399,8 @@ def _fail(problem: Problem, status: str, work: Work) -> None:
     base, kind = problem.base, problem.kind
     if status == "infeasible":
         raise MethodError(
-            f"no {kind} controlled rounding to base {base} exists for this table",
+            f"no {kind} controlled rounding to base {base} exists for this "
+            + ("table" if problem.grid is not None else "release (its tables' cells and relations together)"),
             reason=Reason.INFEASIBLE,
             suggestions=(Suggestion("allow rounding to a non-adjacent multiple", {"steps": problem.steps + 1}),),
         )

@@ -12,7 +12,7 @@ with :class:`MarginList` (``area*sex,age``: the area × sex margin and the age m
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.hierarchy import Hierarchy
     from tabsafe.model.table import Dimension, Table
 
-__all__ = ["MarginList", "margin_mask", "parent_positions", "rollup", "sum_by_id", "totals_from_inner"]
+__all__ = ["MarginList", "ancestors", "margin_mask", "parent_positions", "rollup", "sum_by_id", "totals_from_inner"]
 
 
 def parent_positions(h: Hierarchy) -> np.ndarray:
@@ -63,9 +63,26 @@ def rollup(dimensions: Sequence[Dimension], ids: np.ndarray, values: np.ndarray)
     >>> ids.tolist(), sums.tolist()
     ([0, 1, 2, 3, 4, 6, 8], [7, 2, 5, 2, 2, 5, 5])
     """
+    return _climb(dimensions, np.asarray(ids, dtype=np.int64), np.asarray(values), sum_by_id)
+
+
+def ancestors(dimensions: Sequence[Dimension], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Every (cell strictly above, index into ``ids``) pair: the margins and subtotals each cell
+    adds to, one pair per cell above it (not merged, unlike :func:`rollup`)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    above, src = _climb(dimensions, ids, np.arange(ids.size, dtype=np.int64), lambda i, s: (i, s))
+    strict = above != ids[src]
+    return above[strict], src[strict]
+
+
+def _climb(dimensions: Sequence[Dimension], ids: np.ndarray, carried: np.ndarray,
+           merge: Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Walk every cell up each variable's hierarchy in turn, carrying a value per cell: the
+    cells reached (itself included) with their carried values, ``merge`` applied after each step
+    (summing duplicates keeps a rollup small; keeping them lists every ancestor pair)."""
     shape = [len(d) for d in dimensions]
     strides = np.cumprod([1] + shape[::-1])[:-1][::-1]
-    cur_ids, cur_vals = sum_by_id(np.asarray(ids, dtype=np.int64), np.asarray(values))
+    cur_ids, cur_vals = merge(ids, carried)
     for d, stride, size in zip(dimensions, strides, shape):
         parent = parent_positions(d.hierarchy)
         pieces_ids, pieces_vals = [cur_ids], [cur_vals]
@@ -76,10 +93,10 @@ def rollup(dimensions: Sequence[Dimension], ids: np.ndarray, values: np.ndarray)
             up = par >= 0
             if not up.any():
                 break
-            level_ids, level_vals = sum_by_id(level_ids[up] + (par[up] - pos[up]) * int(stride), level_vals[up])
+            level_ids, level_vals = merge(level_ids[up] + (par[up] - pos[up]) * int(stride), level_vals[up])
             pieces_ids.append(level_ids)
             pieces_vals.append(level_vals)
-        cur_ids, cur_vals = sum_by_id(np.concatenate(pieces_ids), np.concatenate(pieces_vals))
+        cur_ids, cur_vals = merge(np.concatenate(pieces_ids), np.concatenate(pieces_vals))
     return cur_ids, cur_vals
 
 

@@ -50,7 +50,7 @@ import scipy.sparse as sp
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Int, Optional, Real, parameter
-from tabsafe.protect._margins import MarginList, parent_positions, rollup, totals_from_inner
+from tabsafe.protect._margins import MarginList, ancestors, rollup, totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Dimension, Table
@@ -483,7 +483,7 @@ def _descend(prog: _Program, values: np.ndarray, deadline: float) -> tuple[float
     ``values`` is updated in place (the ONS 2011 procedure's single-cell moves, 004 §3.3, each
     taken whole). Returns the objective and the sweeps."""
     inner = np.flatnonzero(prog.inner)
-    above_ids, src = _ancestors(prog.dimensions, prog.ids[inner])
+    above_ids, src = ancestors(prog.dimensions, prog.ids[inner])
     above = np.searchsorted(prog.ids, above_ids)
     order = np.argsort(src, kind="stable")
     above, src = above[order], src[order]
@@ -514,29 +514,6 @@ def _descend(prog: _Program, values: np.ndarray, deadline: float) -> tuple[float
         if moved == 0:
             break
     return prog.objective(values), sweeps
-
-
-def _ancestors(dimensions: Sequence[Dimension], ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Every (cell strictly above, index into ``ids``) pair: the margins each cell adds to."""
-    shape = [len(d) for d in dimensions]
-    strides = np.cumprod([1] + shape[::-1])[:-1][::-1]
-    cur_ids, cur_src = np.asarray(ids, dtype=np.int64), np.arange(len(ids), dtype=np.int64)
-    for d, stride, size in zip(dimensions, strides, shape):
-        parent = parent_positions(d.hierarchy)
-        pieces_ids, pieces_src = [cur_ids], [cur_src]
-        lvl_ids, lvl_src = cur_ids, cur_src
-        while lvl_ids.size:
-            pos = (lvl_ids // int(stride)) % size
-            par = parent[pos]
-            up = par >= 0
-            if not up.any():
-                break
-            lvl_ids, lvl_src = lvl_ids[up] + (par[up] - pos[up]) * int(stride), lvl_src[up]
-            pieces_ids.append(lvl_ids)
-            pieces_src.append(lvl_src)
-        cur_ids, cur_src = np.concatenate(pieces_ids), np.concatenate(pieces_src)
-    strict = cur_ids != np.asarray(ids, dtype=np.int64)[cur_src]
-    return cur_ids[strict], cur_src[strict]
 
 
 def _longest(table: Table) -> str:

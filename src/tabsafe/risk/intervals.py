@@ -18,7 +18,7 @@ two extremes of every cell of a component are found by re-solving one warm-start
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 
@@ -96,6 +96,24 @@ def spread(A: sp.csr_matrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray
             signed = True
 
 
+def independent_parts(A: sp.csr_matrix) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+    """The independent parts of a system of relations over unknown cells: the components of
+    the bipartite graph (relation rows, unknown columns) of ``A`` (every row with an entry),
+    each as (its columns, its rows). An unknown in no relation is a part with no rows."""
+    n_rows = A.shape[0]
+    n_cols = A.shape[1]
+    graph = sp.bmat([[None, A], [A.T, None]], format="csr") if n_rows else sp.csr_matrix((n_cols, n_cols))
+    n_comp, label = connected_components(graph, directed=False)
+    col_label = label[n_rows:] if n_rows else label
+    row_label = label[:n_rows]
+    order_c = np.argsort(col_label, kind="stable")
+    order_r = np.argsort(row_label, kind="stable")
+    cstarts = np.searchsorted(col_label[order_c], np.arange(n_comp + 1))
+    rstarts = np.searchsorted(row_label[order_r], np.arange(n_comp + 1))
+    for comp in range(n_comp):
+        yield order_c[cstarts[comp]:cstarts[comp + 1]], order_r[rstarts[comp]:rstarts[comp + 1]]
+
+
 def feasibility_intervals(
     A: sp.spmatrix,
     values: np.ndarray,
@@ -151,24 +169,12 @@ def feasibility_intervals(
     rows = np.flatnonzero(np.diff(sp.csr_matrix(A_S).indptr))
     A_S = sp.csr_matrix(A_S[rows])
     b = -(A[rows][:, P] @ values[P]) if P.size else np.zeros(rows.size)
-    n_rows = rows.size
-    # Components of the bipartite graph (relations, suppressed cells).
-    graph = sp.bmat([[None, A_S], [A_S.T, None]], format="csr") if n_rows else sp.csr_matrix((S.size, S.size))
-    n_comp, label = connected_components(graph, directed=False)
-    col_label = label[n_rows:] if n_rows else label
-    row_label = label[:n_rows]
-    order_c = np.argsort(col_label, kind="stable")
-    order_r = np.argsort(row_label, kind="stable")
-    cstarts = np.searchsorted(col_label[order_c], np.arange(n_comp + 1))
-    rstarts = np.searchsorted(row_label[order_r], np.arange(n_comp + 1))
     A_P = sp.csr_matrix(A[rows][:, P]) if P.size else None
-    for comp in range(n_comp):
-        cols = order_c[cstarts[comp]:cstarts[comp + 1]]
+    for cols, crow in independent_parts(A_S):
         cells = S[cols]
         want = np.flatnonzero(target_mask[cells])
         if want.size == 0:
             continue
-        crow = order_r[rstarts[comp]:rstarts[comp + 1]]
         if crow.size == 0:  # a cell in no relation: only its bounds are known
             lo[cells[want]] = lb[cells[want]]
             hi[cells[want]] = math.inf

@@ -28,11 +28,10 @@ from functools import partial
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.sparse.csgraph import connected_components
 
 from tabsafe.errors import InputError
 from tabsafe.release.cells import ReleaseCells
-from tabsafe.risk.intervals import spread, widen
+from tabsafe.risk.intervals import independent_parts, spread, widen
 from tabsafe.solver import ExtremeSolver
 
 __all__ = ["ExposedCell", "ReleaseAudit", "audit_release", "published_bounds"]
@@ -207,22 +206,11 @@ def audit_release(
     A_U = sp.csr_matrix(A_U[rows])
     A_K = sp.csr_matrix(A[rows][:, K])
     b = -(A_K @ fixed) if K.size else np.zeros(rows.size)
-    n_rows = rows.size
-    graph = sp.bmat([[None, A_U], [A_U.T, None]], format="csr") if n_rows else sp.csr_matrix((U.size, U.size))
-    n_comp, label = connected_components(graph, directed=False)
-    col_label = label[n_rows:] if n_rows else label
-    row_label = label[:n_rows]
-    order_c = np.argsort(col_label, kind="stable")
-    order_r = np.argsort(row_label, kind="stable")
-    cstarts = np.searchsorted(col_label[order_c], np.arange(n_comp + 1))
-    rstarts = np.searchsorted(row_label[order_r], np.arange(n_comp + 1))
-    for comp in range(n_comp):
-        cols = order_c[cstarts[comp]:cstarts[comp + 1]]
+    for cols, crow in independent_parts(A_U):
         members = U[cols]
         aim = np.flatnonzero(want[members])
         if aim.size == 0:
             continue
-        crow = order_r[rstarts[comp]:rstarts[comp + 1]]
         if crow.size == 0:  # in no relation: only its own bounds are known
             out_lo[members[aim]] = lo[members[aim]]
             out_hi[members[aim]] = hi[members[aim]]

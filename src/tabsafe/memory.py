@@ -9,6 +9,7 @@ and a job over budget is refused with one line instead of growing until the mach
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import re
 from collections.abc import Iterator
@@ -24,8 +25,10 @@ _UNITS = {"": 1, "B": 1, "K": 2**10, "KB": 2**10, "M": 2**20, "MB": 2**20, "G": 
           "T": 2**40, "TB": 2**40}
 
 
+@functools.lru_cache(maxsize=1)
 def machine_bytes() -> int:
-    """Physical memory of the machine (or of its cgroup when smaller)."""
+    """Physical memory of the machine (or of its cgroup when smaller); read once per process (a
+    service asks for every query)."""
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     try:
         text = open("/sys/fs/cgroup/memory.max").read().strip()

@@ -37,8 +37,8 @@ def free_port() -> int:
 class Server:
     """``tabsafe serve`` in a subprocess; :meth:`stop` ends it (by its own pid)."""
 
-    def __init__(self, data: Path, config: Path) -> None:
-        self.data, self.config = data, config
+    def __init__(self, data: Path, config: Path, *extra: str) -> None:
+        self.data, self.config, self.extra = data, config, extra
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -49,7 +49,8 @@ class Server:
     def start(self) -> Server:
         self.port = free_port()
         self.proc = subprocess.Popen([*TABSAFE, "serve", "--data", str(self.data), "--config", str(self.config),
-                                      "--port", str(self.port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+                                      "--port", str(self.port), *self.extra], stdout=subprocess.PIPE,
+                                     stderr=subprocess.STDOUT)
         deadline = time.time() + 180
         while time.time() < deadline:
             if self.proc.poll() is not None:

@@ -69,3 +69,28 @@ def test_keys_are_hashed_and_the_audit_log_is_append_only(tmp_path):
     assert store.check(text)[0] == "revoked"
     with pytest.raises(InputError, match="no key"):
         store.revoke("000000000000")
+
+
+def test_rate_and_quota_counts_agree_with_the_audit_log(tmp_path):
+    """The per-key counters are kept beside the log; they count what the log holds (refusals
+    of the key itself not), also for a store written before the counters existed."""
+    store = Store(tmp_path / "s.sqlite")
+    _, ann = store.add_key("ann")
+    _, bob = store.add_key("bob")
+    outcomes = ["answered", "refused", "rate-limited", "invalid", "quota", "answered", "forbidden", "answered"]
+    for i, outcome in enumerate(outcomes):
+        store.audit(key=ann, endpoint="/api/v1/tables", query={"i": i}, status=200, outcome=outcome)
+    store.audit(key=bob, endpoint="/api/v1/tables", query={}, status=200, outcome="answered")
+    store.audit(key=None, endpoint="/api/v1/tables", query={}, status=401, outcome="unauthorized")
+    minute, day, wait = store.usage(ann.id)
+    assert (minute, day) == (5, 5)
+    assert 0 < wait <= 61
+    assert store.usage(bob.id)[:2] == (1, 1)
+    assert store.usage("000000000000") == (0, 0, 0.0)
+    # a store from before the counters: they are counted from the log when it is opened
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        db.execute("DROP TABLE usage_second")
+        db.execute("DROP TABLE usage_day")
+    again = Store(tmp_path / "s.sqlite")
+    assert again.usage(ann.id)[:2] == (5, 5)
+    assert again.usage(bob.id)[:2] == (1, 1)

@@ -73,6 +73,8 @@ def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
     )
     app.state.settings = settings
     app.state.builder = make_builder(settings, data)
+    # ready before the first request: uvicorn accepts connections once the app is made
+    app.state.builder.warm()
     app.state.store = Store(settings.store_path)
     app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint))
 

@@ -162,11 +162,16 @@ def release_payload(release: Release, resolved: Resolved) -> dict[str, Any]:
     for c in table.value_columns:
         arr = table.column(c)
         if arr.dtype.kind == "f":
-            arr = np.round(arr, 2)
-            values.append([None if np.isnan(x) else (int(x) if c == "count" else float(x)) for x in arr.tolist()])
+            missing = np.isnan(arr)
+            # counts as whole numbers, other values to two decimals; a missing value as null
+            out = (np.rint(np.nan_to_num(arr)).astype(np.int64) if c == "count" else np.round(arr, 2)).tolist()
+            if missing.any():
+                for i in np.flatnonzero(missing).tolist():
+                    out[i] = None
+            values.append(out)
         else:
             values.append(arr.tolist())
-    rows = [list(r) for r in zip(*[c.tolist() for c in codes], *values)]
+    rows = list(zip(*[c.tolist() for c in codes], *values))  # tuples: JSON arrays, CSV rows
     dims = []
     for d, rd in zip(table.dimensions, resolved.dims):
         var = rd.variable
@@ -181,6 +186,10 @@ def release_payload(release: Release, resolved: Resolved) -> dict[str, Any]:
 
 class Builder:
     """Answers queries over prepared data with the configured protection (module docstring)."""
+
+    #: answers are computed on the server's event loop (a few milliseconds of numpy each); a
+    #: builder that waits on an engine says False and is run in a thread
+    inline = True
 
     def __init__(self, settings: Any, data: Prepared) -> None:
         self.settings = settings
@@ -557,6 +566,35 @@ class Builder:
         return out
 
     # ------------------------------------------------------------------ answering
+    def warm(self) -> int:
+        """Make ready before the first query: group the records (:meth:`_micro`, kept on disk)
+        and answer one query of each kind (whole population, an area, a filter, a mean), so that
+        code loaded on first use and kept cubes are in place. Without it a server's first queries
+        take many times longer than the rest, and under load that wait queues every query behind
+        them. Answers are deterministic, so the queries answered here change nothing. Returns how
+        many warm-up queries were answered."""
+        data = self.data
+        self._micro()
+        plain = sorted((v for v in data.variables if v != data.geography),
+                       key=lambda v: len(data.variables[v].hierarchy.order))[:3]
+        dims = [{"variable": v} for v in plain]
+        kinds: list[dict[str, Any]] = [{"dimensions": dims}]
+        if data.geography is not None:
+            geo = data.variables[data.geography].hierarchy
+            kinds.append({"dimensions": [{"variable": data.geography, "level": 1}, *dims[:2]]})
+            kinds.append({"dimensions": dims, "area": [geo.leaves[0]]})
+        for name in list(data.numeric)[:1]:
+            kinds.append({"dimensions": dims, "where": f"{name} >= 0"})
+            kinds.append({"dimensions": dims, "measure": "mean", "variable": name})
+        answered = 0
+        for raw in kinds:
+            try:
+                self.answer(Query.from_json(raw))
+            except TabsafeError:  # a data set whose rules refuse a warm-up query: nothing to warm there
+                continue
+            answered += 1
+        return answered
+
     def evaluate(self, query: Query) -> tuple[Outcome, Resolved]:
         """The outcome of one query, no suggestion search (cached by canonical query)."""
         r = resolve(query, self.data, self.limits)

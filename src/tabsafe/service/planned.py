@@ -110,6 +110,12 @@ def make_builder(settings: Any, data: Prepared | Catalogue) -> Builder:
 class PlannedBuilder(Builder):
     """A :class:`Builder` whose tables are counted by an engine through the planner."""
 
+    inline = False
+
+    def warm(self) -> int:
+        """Nothing to group in advance: the engine counts the records where they are."""
+        return 0
+
     def __init__(self, settings: Any, data: Catalogue) -> None:
         from tabsafe.model.microdata import Microdata
         from tabsafe.registry import get_engine

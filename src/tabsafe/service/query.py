@@ -16,6 +16,7 @@ the parsed filter.
 from __future__ import annotations
 
 import json
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -216,6 +217,29 @@ def _resolve_dim(dim: Dim, var: Variable, limits: Any, inside: np.ndarray | None
     return ResolvedDim(spec, var, display, tuple(cats), lut, targets)
 
 
+#: resolved dimensions kept per data set (a dimension outside an area depends on nothing else)
+_RESOLVED: weakref.WeakKeyDictionary[Any, dict[tuple[Dim, int], ResolvedDim]] = weakref.WeakKeyDictionary()
+_RESOLVED_MAX = 4096
+
+
+def _resolved_dim(dim: Dim, data: Prepared, limits: Any) -> ResolvedDim:
+    """:func:`_resolve_dim` of a dimension outside any area, kept: most queries share their
+    dimensions, and building a display hierarchy is a good part of answering one."""
+    kept = _RESOLVED.setdefault(data, {})
+    key = (dim, limits.max_groups)
+    try:
+        out = kept.get(key)
+    except TypeError:  # codes that are not hashable: the resolution says what is wrong with them
+        return _resolve_dim(dim, data.variables[dim.variable], limits)
+    if out is None:
+        out = _resolve_dim(dim, data.variables[dim.variable], limits)
+        out.lut.flags.writeable = False  # shared by every query that has this dimension
+        if len(kept) >= _RESOLVED_MAX:
+            kept.clear()
+        kept[key] = out
+    return out
+
+
 def _area(data: Prepared, area: Sequence[str] | None, limits: Any
           ) -> tuple[tuple[tuple[int, int], ...], tuple[str, ...] | None, np.ndarray | None]:
     """The runs of records of a user-defined area (records are sorted by building block)."""
@@ -345,8 +369,8 @@ def resolve(query: Query, data: Prepared, limits: Any) -> Resolved:
         dup = next(v for i, v in enumerate(names) if v in names[:i])
         raise InputError(f"variable {dup!r} is given twice in 'dimensions'")
     ranges, area, inside = _area(data, query.area, limits)
-    dims = tuple(_resolve_dim(d, data.variables[d.variable], limits, inside if d.variable == data.geography else None)
-                 for d in query.dimensions)
+    dims = tuple(_resolve_dim(d, data.variables[d.variable], limits, inside) if inside is not None
+                 and d.variable == data.geography else _resolved_dim(d, data, limits) for d in query.dimensions)
     grid = 1
     for d in dims:
         grid *= len(d.display)

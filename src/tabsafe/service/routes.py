@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
+import orjson
 from fastapi import APIRouter, Request
 from fastapi import Query as Param
 from fastapi.concurrency import run_in_threadpool
@@ -60,8 +61,14 @@ async def table(request: Request, body: TableRequest, key: QueryKeyDep, builder:
     cache_key = answers.key(raw, format)
     answer = answers.get(cache_key)
     if answer is None:
-        # counting and protecting are the slow part: off the event loop (a kept answer is not)
-        answer = await run_in_threadpool(compute, builder, raw, format)
+        if builder.inline:
+            # on the event loop, not in a thread: counting prepared records and protecting hold
+            # the GIL, so threads only took turns with it, and the hand-overs cost a quarter of
+            # the service's CPU (measured under load: 3.4 against 2.5 ms per query). Limits bound
+            # one answer's time (cells, suggestion tries); worker processes answer side by side.
+            answer = compute(builder, raw, format)
+        else:  # an engine's query waits on the engine: other requests go on meanwhile
+            answer = await run_in_threadpool(compute, builder, raw, format)
         answers.put(cache_key, answer)
     store.audit(key=key, endpoint=TABLES, query=answer.query, status=answer.status, outcome=answer.outcome,
                 cells=answer.cells, rules=answer.rules, reason=answer.reason)
@@ -118,7 +125,7 @@ def table_response(outcome: Outcome, fmt: str) -> tuple[str, bytes, dict[str, st
         return "text/csv", buf.getvalue().encode(), {"Content-Disposition": f'attachment; filename="table_{names}.csv"'}
     body = {"query": outcome.query.to_json(), **{k: payload[k] for k in ("dimensions", "columns", "rows")},
             "rules": [c.to_json() for c in outcome.checks], "methods": payload["methods"], "notes": payload["notes"]}
-    return "application/json", json.dumps(body, separators=(",", ":")).encode(), {}
+    return "application/json", orjson.dumps(body), {}
 
 
 def catalogue_of(builder: Builder) -> dict[str, Any]:

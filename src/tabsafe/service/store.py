@@ -3,8 +3,11 @@
 * Keys are shown once, when made, as ``tsk_<id>_<secret>``; the store keeps the id and the
   SHA-256 of the secret (a 256-bit random secret needs no slow hash), compares in constant time,
   and never logs a key.
-* Per-key limits: queries per minute (rate) and per UTC day (quota), counted from the audit log
-  itself, so every server process and every restart sees the same counts.
+* Per-key limits: queries per minute (rate) and per UTC day (quota), counted in the same
+  transaction that appends the query's audit row (per key and second, and per key and day), so
+  every server process and every restart sees the same counts, and checking them costs two
+  indexed reads however long the log grows (counting the log itself grew with every query of
+  the day).
 * The audit log is append-only: SQLite triggers abort any UPDATE or DELETE, and every row carries
   the SHA-256 of the row before it and of itself (a hash chain), so a row edited outside the
   service shows up in :meth:`Store.verify`. One row per query: who, when, the definition, the
@@ -62,6 +65,18 @@ CREATE TABLE IF NOT EXISTS audit (
     hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_key_ts ON audit(key_id, ts);
+CREATE TABLE IF NOT EXISTS usage_second (
+    key_id TEXT NOT NULL,
+    second INTEGER NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (key_id, second)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS usage_day (
+    key_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    n INTEGER NOT NULL,
+    PRIMARY KEY (key_id, day)
+) WITHOUT ROWID;
 CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit
     BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit
@@ -72,6 +87,8 @@ AUDIT_COLUMNS = ("seq", "at", "key_id", "user", "endpoint", "query", "status", "
                  "reason", "prev", "hash")
 #: outcomes that do not count against a key's rate and quota
 NOT_COUNTED = ("rate-limited", "quota", "unauthorized", "forbidden")
+#: seconds before the current one that a key's rate counts
+WINDOW = 60
 
 
 @dataclass(frozen=True)
@@ -95,6 +112,11 @@ def _now() -> tuple[float, str]:
     return t, _dt.datetime.fromtimestamp(t, _dt.UTC).isoformat(timespec="milliseconds")
 
 
+def _day(t: float) -> str:
+    """The UTC day of a time, as the audit log's ``at`` column begins (``YYYY-MM-DD``)."""
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d")
+
+
 def _digest(secret: str) -> str:
     return hashlib.sha256(secret.encode()).hexdigest()
 
@@ -115,7 +137,11 @@ class Store:
         self._local = threading.local()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._db().executescript(SCHEMA)
+            db = self._db()
+            fresh = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'usage_day'").fetchone() is None
+            db.executescript(SCHEMA)
+            if fresh:  # a store from before the counters: count the day's queries from the log
+                self._backfill()
         except sqlite3.Error as exc:
             raise InputError(f"cannot open the service store: {exc}", where=str(self.path)) from None
 
@@ -197,18 +223,32 @@ class Store:
         key = Key(*row[1:])
         return ("revoked" if key.revoked else "ok"), key
 
+    def _backfill(self) -> None:
+        """Counters of a store made before they existed, from the log's rows of the last minute
+        and of today (INSERT OR IGNORE: a process that counted first keeps its counts)."""
+        t = time.time()
+        marks = ",".join("?" * len(NOT_COUNTED))
+        with self._tx() as db:
+            db.execute(f"INSERT OR IGNORE INTO usage_second(key_id, second, n) SELECT key_id, CAST(ts AS INTEGER), "
+                       f"count(*) FROM audit WHERE key_id IS NOT NULL AND ts >= ? AND outcome NOT IN ({marks}) "
+                       "GROUP BY 1, 2", (t - WINDOW - 1, *NOT_COUNTED))
+            db.execute(f"INSERT OR IGNORE INTO usage_day(key_id, day, n) SELECT key_id, substr(at, 1, 10), count(*) "
+                       f"FROM audit WHERE key_id IS NOT NULL AND at >= ? AND outcome NOT IN ({marks}) GROUP BY 1, 2",
+                       (_day(t), *NOT_COUNTED))
+
     def usage(self, key_id: str) -> tuple[int, int, float]:
         """Queries of a key in the last minute and this UTC day, and when the oldest query of the
-        last minute leaves the window (seconds)."""
+        last minute leaves the window (seconds). The minute is counted in whole seconds: it holds
+        the queries of the current second and the 60 before it (a second more than a minute,
+        never less)."""
         t = time.time()
-        midnight = _dt.datetime.now(_dt.UTC).replace(hour=0, minute=0, second=0, microsecond=0).timestamp()
-        marks = ",".join("?" * len(NOT_COUNTED))
-        row = self._db().execute(
-            f"SELECT count(*) FILTER (WHERE ts > ?), count(*) FILTER (WHERE ts >= ?), min(ts) FILTER (WHERE ts > ?) "
-            f"FROM audit WHERE key_id = ? AND ts >= ? AND outcome NOT IN ({marks})",
-            (t - 60, midnight, t - 60, key_id, min(midnight, t - 60), *NOT_COUNTED)).fetchone()
-        oldest = row[2] if row[2] is not None else t
-        return int(row[0]), int(row[1]), max(0.0, oldest + 60 - t)
+        now = int(t)
+        db = self._db()
+        minute, oldest = db.execute("SELECT coalesce(sum(n), 0), min(second) FROM usage_second "
+                                    "WHERE key_id = ? AND second >= ?", (key_id, now - WINDOW)).fetchone()
+        day = db.execute("SELECT n FROM usage_day WHERE key_id = ? AND day = ?", (key_id, _day(t))).fetchone()
+        wait = oldest + WINDOW + 1 - t if oldest is not None else 0.0
+        return int(minute), int(day[0]) if day else 0, max(0.0, wait)
 
     # ------------------------------------------------------------------ audit
     def audit(self, *, key: Key | None, endpoint: str, query: Any, status: int, outcome: str,
@@ -229,6 +269,13 @@ class Store:
             cur = db.execute(
                 "INSERT INTO audit(ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, reason, "
                 "prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (ts, *values, prev, digest))
+            if key is not None and outcome not in NOT_COUNTED:
+                second = int(ts)
+                db.execute("INSERT INTO usage_second(key_id, second, n) VALUES (?, ?, 1) "
+                           "ON CONFLICT(key_id, second) DO UPDATE SET n = n + 1", (key.id, second))
+                db.execute("DELETE FROM usage_second WHERE key_id = ? AND second < ?", (key.id, second - WINDOW))
+                db.execute("INSERT INTO usage_day(key_id, day, n) VALUES (?, ?, 1) "
+                           "ON CONFLICT(key_id, day) DO UPDATE SET n = n + 1", (key.id, at[:10]))
             return int(cur.lastrowid or 0)
 
     def audit_rows(self) -> Iterator[dict[str, Any]]:

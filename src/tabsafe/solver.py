@@ -132,13 +132,24 @@ def _model(lp: LinearProgram, inf: float, *, integer: bool = True) -> highspy.Hi
     return model
 
 
-def _answer(h: highspy.Highs, *, is_mip: bool, node_limit: int | None = None) -> Solution:
+def _option(h: highspy.Highs, name: str) -> float:
+    value = h.getOptionValue(name)
+    return float(value[1] if isinstance(value, tuple) else value)  # (status, value) in some versions
+
+
+def _answer(h: highspy.Highs, *, is_mip: bool, node_limit: int | None = None,
+            lp: LinearProgram | None = None) -> Solution:
     status = h.getModelStatus()
     info = h.getInfo()
     S = highspy.HighsModelStatus
     has_primal = info.primal_solution_status == 2  # kSolutionStatusFeasible
     x = np.array(h.getSolution().col_value) if has_primal else None
     objective = float(info.objective_function_value) if has_primal else None
+    if x is not None and lp is not None and is_mip:
+        # the objective of the point returned, not the one HiGHS reports: given a start, HiGHS
+        # 1.x once returned the start (cost 1,044.09) as the solution of a program it reported
+        # optimal at 1,024.08 (the bound held; the point was the start's)
+        objective = float(np.dot(lp.c, x)) + float(lp.offset)
     if is_mip:
         bound = float(info.mip_dual_bound) if math.isfinite(info.mip_dual_bound) else None
     else:
@@ -146,6 +157,9 @@ def _answer(h: highspy.Highs, *, is_mip: bool, node_limit: int | None = None) ->
     if status == S.kOptimal:
         name = "optimal"
         bound = objective if bound is None else bound
+        if (is_mip and objective is not None and bound is not None
+                and objective - bound > max(1e-6, 2 * _option(h, "mip_rel_gap")) * max(1.0, abs(objective))):
+            name = "feasible"  # the point returned is not within the gap of the bound
     elif status in (S.kInfeasible, S.kUnboundedOrInfeasible):
         name = "infeasible"
     elif status == S.kUnbounded:
@@ -217,8 +231,19 @@ def solve(
         start = np.asarray(start, dtype=np.float64)
         h.setSolution(int(start.size), np.arange(start.size, dtype=np.int32), start)
     h.run()
-    return _answer(h, is_mip=not relax and lp.integer is not None and bool(np.any(lp.integer)),
-                   node_limit=node_limit)
+    is_mip = not relax and lp.integer is not None and bool(np.any(lp.integer))
+    sol = _answer(h, is_mip=is_mip, node_limit=node_limit, lp=lp)
+    if start is not None and sol.status == "feasible" and sol.detail == "Optimal":
+        # HiGHS called the program solved but returned a point outside its gap (the start, so
+        # far): solved again without the start, in the time left, that program gave its optimum
+        left = None if time_limit is None else float(time_limit) - sol.seconds
+        if left is None or left > 0.05:
+            again = solve(lp, time_limit=left, mip_rel_gap=mip_rel_gap, first_feasible=first_feasible,
+                          threads=threads, relax=relax, lp_method=lp_method, node_limit=node_limit,
+                          random_seed=random_seed)
+            if again.objective is not None and (sol.objective is None or again.objective < sol.objective):
+                return again
+    return sol
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ every interval — as it was (the pattern is audited again all the same).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,7 +25,7 @@ from tabsafe.protect.suppression.elimination import gauss
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.risk.intervals import Intervals, feasibility_intervals
 
-__all__ = ["Audit", "audit", "fast", "republish_derivable"]
+__all__ = ["Audit", "TimeUp", "audit", "fast", "republish_derivable"]
 
 _LP_TOL = 1e-7
 
@@ -95,24 +96,36 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit) -> np
     return add
 
 
-def fast(problem: Problem, *, hidden_first: np.ndarray | None = None) -> tuple[np.ndarray, int]:
+class TimeUp(Exception):
+    """A step that was given a deadline would pass it: its caller goes on without its result."""
+
+
+def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
+         deadline: float | None = None) -> tuple[np.ndarray, int]:
     """The Gaussian-elimination heuristic with audit-and-repair rounds (module docstring).
 
     ``hidden_first`` are candidates hidden from the start (the optimal mode completes the
-    patterns of its integer programs this way).
+    patterns of its integer programs this way). With a ``deadline`` (a ``time.perf_counter()``
+    value) a round that would end after it is not started: :class:`TimeUp` is raised instead
+    (the optimal mode's helpers; the fast mode itself always finishes).
 
     Returns:
         the suppressed cells (primary, hidden and secondary) and the number of rounds.
     """
     n = problem.n_cells
     extra = np.zeros(n, dtype=bool) if hidden_first is None else hidden_first & problem.candidates
+    took = 0.0
     for rounds in range(1, MAX_ROUNDS + 1):
-        secondary = gauss(problem, extra)
+        began = time.perf_counter()
+        if deadline is not None and began + took > deadline:
+            raise TimeUp
+        secondary = gauss(problem, extra, deadline)
         suppressed = problem.primary | problem.hidden | extra | secondary
         result = audit(problem, suppressed)
         if result.passed:
             return suppressed, rounds
         extra = extra | _repair_cells(problem, suppressed, result)
+        took = time.perf_counter() - began  # the next round takes about as long
     raise MethodError(f"secondary suppression did not pass its interval audit within {MAX_ROUNDS} rounds",
                       reason=Reason.WORK_LIMIT)
 

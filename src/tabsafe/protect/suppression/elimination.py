@@ -25,6 +25,7 @@ tells when a candidate would reveal a combination of them alone; such a candidat
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Sequence
 
 import numpy as np
@@ -228,7 +229,7 @@ def joint_basis(bases: Sequence[Sequence[dict[int, float]]], cells: Sequence[np.
     return [{int(copy_of[r]): v for r, v in col.items()} for col in elim.cols.values() if col]
 
 
-def gauss(problem: Problem, hidden_first: np.ndarray) -> np.ndarray:
+def gauss(problem: Problem, hidden_first: np.ndarray, deadline: float | None = None) -> np.ndarray:
     """Greedy secondary suppression by Gaussian elimination (GaussSuppression's principle).
 
     Cells published by force (``problem.forced``: zeros never hidden) are published first, the
@@ -242,7 +243,13 @@ def gauss(problem: Problem, hidden_first: np.ndarray) -> np.ndarray:
 
     ``c`` reveals a primary ``p`` iff their rows are proportional: then every table the intruder
     cannot rule out moves ``p`` and ``c`` together, and knowing ``c`` gives ``p``.
+
+    With a ``deadline`` (a ``time.perf_counter()`` value) the elimination stops once past it
+    (:class:`~.audit.TimeUp`): the optimal mode's helpers give up a pattern rather than the
+    time limit.
     """
+    from tabsafe.protect.suppression.audit import TimeUp
+
     n = problem.n_cells
     order = problem.order(hidden_first)
     forced = np.flatnonzero(problem.forced)[::-1]
@@ -256,14 +263,20 @@ def gauss(problem: Problem, hidden_first: np.ndarray) -> np.ndarray:
     second = None
     if at_bound is not None:
         second = Elimination(problem.basis, tracked)
-        for c in np.flatnonzero(at_bound).tolist():
+        for i, c in enumerate(np.flatnonzero(at_bound).tolist()):
+            if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
+                raise TimeUp
             second.publish(c)
     secondary = np.zeros(n, dtype=bool)
-    for c in forced.tolist():
+    for i, c in enumerate(forced.tolist()):
+        if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
+            raise TimeUp
         main.publish(c)
         if second is not None:
             second.publish(c)
-    for c in order.tolist():
+    for i, c in enumerate(order.tolist()):
+        if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
+            raise TimeUp
         hide = main.reveals(c, primary)
         if not hide and second is not None:
             hide = second.determined(c) and not main.determined(c)

@@ -56,12 +56,15 @@ def _subtable(table: Table, ids: np.ndarray) -> Table:
 
 def hitas(problem: Problem, table: Table, *, time_limit: float) -> np.ndarray | None:
     """A protected pattern of ``problem`` (the grid of ``table``) by decomposition (module
-    docstring), or None when the time ran out first."""
+    docstring), or None when it could not be finished within ``time_limit`` seconds (no step
+    of it starts a round it cannot finish in time, but the audit of the joined pattern is one
+    linear-programming pass and may end a few seconds late)."""
     from tabsafe.errors import MethodError
-    from tabsafe.protect.suppression.audit import audit, fast
+    from tabsafe.protect.suppression.audit import TimeUp, audit, fast
     from tabsafe.protect.suppression.optimal import optimal
 
     start = time.perf_counter()
+    deadline = start + time_limit
     n = problem.n_cells
     decided = np.zeros(n, dtype=bool)
     suppressed = problem.primary | problem.hidden
@@ -80,8 +83,10 @@ def hitas(problem: Problem, table: Table, *, time_limit: float) -> np.ndarray | 
         sp = Problem.build(CellSystem.of_table(sub), primary, settings, published=published)
         if sp.primary.any():
             try:
-                pattern, _ = fast(sp)
+                pattern, _ = fast(sp, deadline=deadline)
             except MethodError:  # what the subtables above published leaves no way: give up here
+                return None
+            except TimeUp:
                 return None
             if sp.candidates.any():
                 pattern = optimal(sp, pattern, time_limit=settings.time_limit).suppressed
@@ -89,6 +94,12 @@ def hitas(problem: Problem, table: Table, *, time_limit: float) -> np.ndarray | 
             pattern = sp.primary.copy()
         suppressed[ids] |= pattern
         decided[ids] = True
+    if time.perf_counter() > deadline:
+        return None
     if not audit(problem, suppressed).passed:
-        suppressed, _ = fast(problem, hidden_first=suppressed)
+        # where the subtables' joins leave a primary too narrow; within the same time limit
+        try:
+            suppressed, _ = fast(problem, hidden_first=suppressed, deadline=deadline)
+        except TimeUp:
+            return None
     return suppressed

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tabsafe.errors import MethodError, Reason
-from tabsafe.protect.suppression.audit import audit, fast
+from tabsafe.protect.suppression.audit import TimeUp, audit, fast
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.solver import LinearProgram, solve
 
@@ -122,15 +122,21 @@ def _program(rows: list[_Row], cost: np.ndarray) -> LinearProgram:
                          col_lower=np.zeros(n), col_upper=np.ones(n), integer=np.ones(n, dtype=bool))
 
 
-def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float) -> OptimalResult:
+def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
+            audit_seconds: float = 0.0) -> OptimalResult:
     """Integer program with audit cuts (module docstring), from the audited ``incumbent``.
 
     Each round solves the program from the best audited pattern, audits the answer and adds a
     cut per primary cell left too narrow; an answer that fails is also completed by the fast
     heuristic (its cells hidden first), which often beats the incumbent. The program's bound is
     a lower bound on the optimum because every cut keeps every protected pattern.
+
+    Every step keeps to ``time_limit``: a program is given the time left less what auditing its
+    answer takes (``audit_seconds`` to begin with, then the longest audit seen), and a
+    completion round that would end late is not started.
     """
     start = time.perf_counter()
+    deadline = start + time_limit
     mip_gap = problem.settings.mip_gap
     cand = np.flatnonzero(problem.candidates)
     var_of = np.full(problem.n_cells, -1, dtype=np.int64)
@@ -143,12 +149,13 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float) -> Op
     rounds = 0
     status = "time limit"
     while True:
-        remaining = time_limit - (time.perf_counter() - start)
-        if remaining <= 0.05:
+        # a program's answer is of use only once audited: leave the time an audit takes
+        room = deadline - time.perf_counter() - audit_seconds
+        if room <= 0.5:
             break
         rounds += 1
         # half the time left per program: a pattern the audit rejects still leaves time for its cuts
-        limit = remaining if remaining < 10 else max(10.0, remaining / 2)
+        limit = room if room < 10 else max(10.0, room / 2)
         sol = solve(_program(rows, cost), start=best[cand].astype(float), time_limit=limit, mip_rel_gap=mip_gap)
         if sol.bound is not None:
             lower_bound = max(lower_bound, sol.bound)
@@ -157,7 +164,9 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float) -> Op
             break
         pattern = problem.primary | problem.hidden
         pattern[cand[sol.x > 0.5]] = True
+        began = time.perf_counter()
         result = audit(problem, pattern)
+        audit_seconds = max(audit_seconds, time.perf_counter() - began)
         if result.passed:
             c = problem.pattern_cost(pattern)
             if c < best_cost - _TOL:
@@ -165,8 +174,8 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float) -> Op
             status = sol.status
             if sol.status == "optimal":
                 lower_bound = max(lower_bound, min(best_cost, sol.objective if sol.objective is not None else 0.0))
-                break
-            continue
+            # no primary too narrow, so no new cut: the same program would give the same answer
+            break
         allowed = problem.candidates & ~pattern
         for p in np.flatnonzero(result.narrow).tolist():
             held = np.asarray(result.intervals.holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
@@ -175,11 +184,15 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float) -> Op
                 raise MethodError(f"primary cell {problem.name(p)} cannot be protected", reason=Reason.INFEASIBLE)
             v = np.unique(var_of[held])
             rows.append((v, np.ones(v.size), 1.0))
-        if time_limit - (time.perf_counter() - start) > 0.05:
-            completed, _ = fast(problem, hidden_first=pattern)
-            c = problem.pattern_cost(completed)
-            if c < best_cost - _TOL:
-                best, best_cost = completed, c
+        try:
+            completed, _ = fast(problem, hidden_first=pattern, deadline=deadline)
+        except TimeUp:
+            continue
+        c = problem.pattern_cost(completed)
+        if c < best_cost - _TOL:
+            best, best_cost = completed, c
     gap = max(0.0, (best_cost - lower_bound) / best_cost) if best_cost > 0 else 0.0
-    return OptimalResult(best, rounds, "optimal" if gap <= mip_gap + 1e-9 else status, round(best_cost, 6),
-                         round(lower_bound, 6), round(gap, 6))
+    # "optimal" only when the gap says so: a program reported optimal whose answer was no better
+    # than the incumbent leaves a gap, and the pattern is then only known to be protected
+    final = "optimal" if gap <= mip_gap + 1e-9 else "time limit" if status == "time limit" else "feasible"
+    return OptimalResult(best, rounds, final, round(best_cost, 6), round(lower_bound, 6), round(gap, 6))

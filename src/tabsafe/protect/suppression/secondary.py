@@ -64,22 +64,27 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
             figures.update({"rounds": 0, "status": "optimal"})
             private.update({"objective": 0.0, "lower_bound": 0.0, "gap": 0.0, "fast_secondary": 0})
     else:
+        # the fast pattern always: it is the answer when the time limit leaves no other
         suppressed, rounds = fast(problem)
         figures["audit_rounds"] = rounds
+        # an audit round's time: what the steps below keep in hand for the audits they need
+        # (the last one publishes derivable cells again)
+        audit_seconds = (time.perf_counter() - start) / rounds
         if settings.mode is Mode.OPTIMAL:
+            deadline = start + settings.time_limit
             private["fast_secondary"] = int((suppressed & problem.candidates).sum())
             private["fast_objective"] = round(problem.pattern_cost(suppressed), 6)
             table = problem.system.table
             if table is not None and any(d.hierarchy.max_depth > 1 for d in table.dimensions):
                 # a second incumbent by decomposition along the hierarchy, on a third of the time
-                left = max(0.0, settings.time_limit - (time.perf_counter() - start))
-                decomposed = hitas(problem, table, time_limit=left / 3)
+                left = deadline - audit_seconds - time.perf_counter()
+                decomposed = hitas(problem, table, time_limit=left / 3) if left > 1 else None
                 if decomposed is not None:
                     private["hitas_objective"] = round(problem.pattern_cost(decomposed), 6)
                     if problem.pattern_cost(decomposed) < problem.pattern_cost(suppressed):
                         suppressed = decomposed
-            remaining = max(0.0, settings.time_limit - (time.perf_counter() - start))
-            opt = optimal(problem, suppressed, time_limit=remaining)
+            remaining = max(0.0, deadline - audit_seconds - time.perf_counter())
+            opt = optimal(problem, suppressed, time_limit=remaining, audit_seconds=audit_seconds)
             suppressed = opt.suppressed
             figures.update({"rounds": opt.rounds, "status": opt.status})
             private.update({"objective": opt.objective, "lower_bound": opt.lower_bound, "gap": opt.gap})

@@ -60,3 +60,24 @@ def test_two_workers_answer_alike_refuse_a_taken_port_and_stop_together(small_ce
     assert store.audit_count() == 31
     assert store.verify() is None
     assert not any(_alive(p) for p in workers)
+
+
+def test_workers_end_when_their_supervisor_is_killed(small_census, tmp_path):
+    """SIGKILL leaves the supervisor no way to stop its workers: they notice and stop."""
+    import signal
+    import time
+
+    state = tmp_path / "state"
+    state.mkdir()
+    config = write_config(tmp_path / "service.yaml", state, LENIENT, workers=2)
+    server = Server(small_census.directory, config).start()
+    assert server.proc is not None
+    workers = [p for p in _children(server.proc.pid) if b"spawn_main" in Path(f"/proc/{p}/cmdline").read_bytes()]
+    assert len(workers) == 2
+    server.proc.send_signal(signal.SIGKILL)
+    server.proc.wait()
+    server.proc = None
+    deadline = time.time() + 15
+    while time.time() < deadline and any(_alive(p) for p in workers):
+        time.sleep(0.2)
+    assert not any(_alive(p) for p in workers)

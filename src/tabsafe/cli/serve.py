@@ -39,6 +39,9 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("give the port to listen on (--port)")
     import uvicorn
 
+    from tabsafe.service.workers import check_free
+
+    check_free(settings.host, int(settings.port))  # before saying it serves
     data = open_data(settings)
     where = f"http://{settings.host}:{settings.port}/"
     served = f"{data.n:,} records" if data.n is not None else f"the records counted by {settings.engine}"

@@ -24,22 +24,40 @@ from typing import Any
 
 from tabsafe.errors import InputError
 
-__all__ = ["serve_workers"]
+__all__ = ["check_free", "serve_workers"]
 
 
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def _check_free(host: str, port: int) -> None:
+def check_free(host: str, port: int) -> None:
     """Refuse a port something already listens on (the probe does not share ports)."""
     probe = socket.socket(_family(host), socket.SOCK_STREAM)
+    # as the servers bind: a port whose last connections are closing (TIME_WAIT) is free, one
+    # with a listener is not
+    probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         probe.bind((host, port))
     except OSError as exc:
         raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}") from None
     finally:
         probe.close()
+
+
+def _follow_parent() -> None:
+    """End this worker when the supervisor is gone (killed with SIGKILL, it cannot stop its
+    workers itself): a thread checks every second that the parent is still the same process."""
+    import threading
+
+    parent = os.getppid()
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's own graceful stop
+
+    threading.Thread(target=watch, name="tabsafe-parent-watch", daemon=True).start()
 
 
 def _worker(settings_json: str, host: str, port: int, options: dict[str, Any], ready: Any) -> None:
@@ -50,6 +68,7 @@ def _worker(settings_json: str, host: str, port: int, options: dict[str, Any], r
 
     from tabsafe.errors import TabsafeError
 
+    _follow_parent()
     sock = socket.socket(_family(host), socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
@@ -72,7 +91,7 @@ def serve_workers(settings: Any, options: dict[str, Any]) -> int:
     """Run ``settings.workers`` server processes on ``settings.host:settings.port`` until a
     signal (SIGINT, SIGTERM) or the end of one of them; returns the exit status."""
     host, port = settings.host, int(settings.port)
-    _check_free(host, port)
+    check_free(host, port)
     ctx = multiprocessing.get_context("spawn")
     settings_json = json.dumps(settings.model_dump(mode="json"))
     ready = ctx.Barrier(settings.workers)

@@ -76,12 +76,13 @@ def _two_table_case(census, tmp_path: Path, capsys) -> None:
                     "--min-freq", 3, "--out", tmp_path / name) == 0
     capsys.readouterr()
     assert _run("audit", "--release", tmp_path / "a.csv", tmp_path / "b.csv", *hs, "--out",
-                tmp_path / "separate.json") == 0
+                tmp_path / "separate.json") == 1  # exposed cells: a gate fails
     printed = capsys.readouterr().out
     separate = _exposed(tmp_path / "separate.json")
     assert separate["summary"]["shared_cells"] > 0
     assert separate["summary"]["exact"] > 0, "two separately suppressed tables should give cells away"
     assert "pinned to one value" in printed
+    assert "exposes" in printed.strip().splitlines()[-1]
     # every cell pinned is a cell the one table hides and the other publishes, or one they give away together
     first = separate["exposed"][0]
     assert first["exact"] and first["derivation"]
@@ -201,7 +202,7 @@ def test_audit_of_a_rounded_table_uses_the_base(tmp_path: Path, capsys) -> None:
     # T in [6, 9], a in [6, 9], b in [0, 3].
     pd.DataFrame({"x": ["Total", "a", "b"], "count": [5, 10, 0]}).to_csv(tmp_path / "r.csv", index=False)
     assert _run("audit", "--release", tmp_path / "r.csv", "--base", 5, "--protection-level", 4,
-                "--out", tmp_path / "e.json") == 0
+                "--out", tmp_path / "e.json") == 1  # all three narrower than 4
     rows = {r["cell"]: (r["lower"], r["upper"]) for r in _exposed(tmp_path / "e.json")["exposed"]}
     assert rows == {"(x=Total)": (6, 9), "(x=a)": (6, 9), "(x=b)": (0, 3)}
     assert _run("audit", "--release", tmp_path / "r.csv", "--base", 5, "--out", tmp_path / "e1.json") == 0

@@ -189,7 +189,9 @@ def run_protect(args: argparse.Namespace) -> int:
 
 def add_audit_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     parser.add_argument("--release", required=True, nargs="+", metavar="FILE",
-                        help="the release as published: its manifest (release.yaml), or the table files")
+                        help="the release as published: its manifest (release.yaml), or the table files; "
+                             "exit status 1 when a cell is narrower than --protection-level (a gate for "
+                             "scripts), 0 when none is")
     parser.add_argument("--hierarchy", action="append", default=[], metavar="VAR=FILE",
                         help="hierarchy of a variable of the table files (.hrc or .yaml); repeat")
     parser.add_argument("--same-codes", action="append", default=[], type=split_list, metavar="A,B",
@@ -357,4 +359,8 @@ def run_audit(args: argparse.Namespace) -> int:
         say(f"  ... and {len(rows) - SHOWN:,} more", quiet=args.quiet)
     if out_path is not None:
         say(f"wrote {len(rows):,} exposed cells to {out_path}", quiet=args.quiet)
+    if s["exposed"]:
+        # a finding, not an error: the report is complete, and a script gating a release stops
+        say(f"the release exposes {s['exposed']:,} cells (exit status 1)", quiet=args.quiet)
+        return 1
     return 0

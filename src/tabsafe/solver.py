@@ -200,7 +200,7 @@ def solve(
         time_limit: seconds; on expiry the best solution found so far is returned as ``feasible``.
         mip_rel_gap: stop when the relative gap falls below this (HiGHS default 1e-4).
         first_feasible: stop at the first integer-feasible solution.
-        threads: solver threads (HiGHS default otherwise).
+        threads: solver threads (default 1: see the comment in the body).
         start: a feasible point to start from (warm start); HiGHS then never returns worse.
         relax: drop integrality (the LP relaxation, whose optimum bounds the integer program).
         lp_method: ``"ipm"`` (interior point: about 3× faster than dual simplex on the LP
@@ -212,8 +212,11 @@ def solve(
     """
     h = _highs()
     h.setOptionValue("output_flag", False)
-    if threads:
-        h.setOptionValue("threads", int(threads))
+    # HiGHS keeps one thread pool per process, sized by its first run; a later run asking for
+    # another size fails (model status "Not Set": an integer program on HiGHS' default pool, then
+    # an interval audit on one thread, crashed the audit). Every program runs on one thread
+    # unless a caller asks otherwise; the measured programs ran on one thread already.
+    h.setOptionValue("threads", int(threads) if threads else 1)
     if time_limit is not None:
         h.setOptionValue("time_limit", max(0.01, float(time_limit)))
     if mip_rel_gap is not None:

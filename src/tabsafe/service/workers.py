@@ -63,10 +63,9 @@ def _follow_parent() -> None:
 def _worker(settings_json: str, host: str, port: int, options: dict[str, Any], ready: Any) -> None:
     import uvicorn
 
+    from tabsafe.errors import TabsafeError
     from tabsafe.service.app import create_app
     from tabsafe.service.settings import build
-
-    from tabsafe.errors import TabsafeError
 
     _follow_parent()
     sock = socket.socket(_family(host), socket.SOCK_STREAM)

@@ -171,7 +171,7 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
             c = problem.pattern_cost(pattern)
             if c < best_cost - _TOL:
                 best, best_cost = pattern, c
-            status = sol.status
+            status = "time limit" if sol.limit == "time" else sol.status
             if sol.status == "optimal":
                 lower_bound = max(lower_bound, min(best_cost, sol.objective if sol.objective is not None else 0.0))
             # no primary too narrow, so no new cut: the same program would give the same answer

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tabsafe.protect.controlled_rounding.grid import Grid
-from tabsafe.protect.controlled_rounding.program import Part, Problem, run_part
+from tabsafe.protect.controlled_rounding.program import Part, Problem, Rounds, run_part
 from tabsafe.protect.controlled_rounding.work import Tuning, Work
 
 __all__ = ["Partitioned", "partitioned", "split_axis"]
@@ -55,7 +55,7 @@ class _PartFailed(Exception):
 
 
 @dataclass
-class _State:
+class _State(Rounds):
     """One partitioned rounding in progress (not a value object): the values so far, which cells
     are rounded, and the allowed ranges of the cells still open."""
 
@@ -77,15 +77,8 @@ class _State:
     def solve(self, free: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
         """One integer program: the free cells, with every relation among free and rounded cells."""
         part = Part(free=free, values=self.a, ranges=(lo, hi), rows=self.grid.closed_relations(self.done | free))
-        res = run_part(self.problem, part, self.work, cap=self.tuning.part_nodes, first_feasible=True)
-        if res.status == "spent":
-            return False
-        self.programs += 1
-        if res.values is None:
-            return False
-        self.a = res.values
-        self.done = self.done | free
-        return True
+        return self.take(run_part(self.problem, part, self.work, cap=self.tuning.part_nodes, first_feasible=True),
+                         free)
 
     def round(self, fixed: Mapping[int, int]) -> None:
         """Round the part with the codes ``fixed`` (axis → position), recursively.

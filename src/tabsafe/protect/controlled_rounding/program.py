@@ -30,7 +30,7 @@ from tabsafe.protect.controlled_rounding.steps import step_range
 from tabsafe.protect.controlled_rounding.work import Effort, Work
 from tabsafe.solver import LinearProgram, Solution, solve
 
-__all__ = ["PENALTY", "Part", "PartResult", "Problem", "Pull", "run_part", "solve_part", "touched_rows"]
+__all__ = ["PENALTY", "Part", "PartResult", "Problem", "Pull", "Rounds", "run_part", "solve_part", "touched_rows"]
 
 #: Cost of one step beyond the allowed range while a start is being repaired (lexicographic:
 #: any violation costs more than every cell of a part at its farthest allowed value).
@@ -182,6 +182,28 @@ class PartResult:
     status: str
     bound: float | None = None
     solution: Solution | None = None
+
+
+class Rounds:
+    """A rounding built one part after another (partitioned, sequential): not a value object.
+    The subclass holds the values so far ``a``, the cells rounded ``done`` and the number of
+    programs run ``programs``."""
+
+    a: np.ndarray
+    done: np.ndarray
+    programs: int
+
+    def take(self, res: PartResult, cells: np.ndarray) -> bool:
+        """Keep a part's answer: its values, and ``cells`` rounded. False when the budget allowed
+        no program (not counted) or the program had no rounding."""
+        if res.status == "spent":
+            return False
+        self.programs += 1
+        if res.values is None:
+            return False
+        self.a = res.values
+        self.done = self.done | cells
+        return True
 
 
 def run_part(problem: Problem, part: Part, work: Work, *, cap: int | None = None, gap: float | None = None,

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tabsafe.protect.controlled_rounding.grid import Grid
-from tabsafe.protect.controlled_rounding.program import Part, Problem, Pull, run_part
+from tabsafe.protect.controlled_rounding.program import Part, Problem, Pull, Rounds, run_part
 from tabsafe.protect.controlled_rounding.work import Tuning, Work
 
 __all__ = ["Sequential", "sequential_axis"]
@@ -32,7 +32,7 @@ def sequential_axis(grid: Grid, tuning: Tuning) -> int | None:
 
 
 @dataclass
-class Sequential:
+class Sequential(Rounds):
     """Controlled rounding of a large table slice by slice along one dimension ``v`` (the one with
     the most codes), each slice an exact integer program, steered by the LP relaxation.
 
@@ -120,15 +120,7 @@ class Sequential:
         free = cells if relaxed is None else cells | relaxed
         part = Part(free=free, values=self.a, ranges=ranges, rows=self.grid.closed_relations(self.done | free),
                     pull=None if target is None else Pull(target, self.tuning.pull), relaxed=relaxed)
-        res = run_part(self.problem, part, self.work, cap=cap, gap=gap)
-        if res.status == "spent":
-            return False
-        self.programs += 1
-        if res.values is None:
-            return False
-        self.a = res.values
-        self.done = self.done | cells
-        return True
+        return self.take(run_part(self.problem, part, self.work, cap=cap, gap=gap), cells)
 
     def run(self) -> np.ndarray | None:
         """The rounding, or None when a program had none (or the budget ran out)."""

@@ -250,6 +250,10 @@ def gauss(problem: Problem, hidden_first: np.ndarray, deadline: float | None = N
     """
     from tabsafe.protect.suppression.audit import TimeUp
 
+    def past(i: int) -> None:  # every 64 cells: the clock costs more than a pivot
+        if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
+            raise TimeUp
+
     n = problem.n_cells
     order = problem.order(hidden_first)
     forced = np.flatnonzero(problem.forced)[::-1]
@@ -264,19 +268,16 @@ def gauss(problem: Problem, hidden_first: np.ndarray, deadline: float | None = N
     if at_bound is not None:
         second = Elimination(problem.basis, tracked)
         for i, c in enumerate(np.flatnonzero(at_bound).tolist()):
-            if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
-                raise TimeUp
+            past(i)
             second.publish(c)
     secondary = np.zeros(n, dtype=bool)
     for i, c in enumerate(forced.tolist()):
-        if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
-            raise TimeUp
+        past(i)
         main.publish(c)
         if second is not None:
             second.publish(c)
     for i, c in enumerate(order.tolist()):
-        if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
-            raise TimeUp
+        past(i)
         hide = main.reveals(c, primary)
         if not hide and second is not None:
             hide = second.determined(c) and not main.determined(c)

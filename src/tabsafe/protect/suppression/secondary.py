@@ -67,10 +67,10 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         # the fast pattern always: it is the answer when the time limit leaves no other
         suppressed, rounds = fast(problem)
         figures["audit_rounds"] = rounds
-        # an audit round's time: what the steps below keep in hand for the audits they need
-        # (the last one publishes derivable cells again)
-        audit_seconds = (time.perf_counter() - start) / rounds
         if settings.mode is Mode.OPTIMAL:
+            # an audit round's time: what the steps below keep in hand for the audits they need
+            # (the last one publishes derivable cells again)
+            audit_seconds = (time.perf_counter() - start) / rounds
             deadline = start + settings.time_limit
             private["fast_secondary"] = int((suppressed & problem.candidates).sum())
             private["fast_objective"] = round(problem.pattern_cost(suppressed), 6)

@@ -214,6 +214,13 @@ def joint_basis(bases: Sequence[Sequence[dict[int, float]]], cells: Sequence[np.
     union's cell of its grid cell ``g``. Each table's basis is laid over its own copy of the
     cells; the copies of a shared cell are then made equal one pair at a time (a pivot each,
     exactly as publishing a cell is) and merged.
+
+    The shared cells are equated the narrowest first (fewest basis tables in their copies' rows:
+    inner cells of the shared margins before their aggregates). Once the copies of an aggregate's
+    children agree, the aggregate's copies agree already and equating them is no pivot at all;
+    the other way round, every aggregate's pivot is as wide as its subtree and fills the basis
+    in. The space is the same in any order; on the demo release at 1.5M persons (five tables,
+    18,476 copies) this order takes 2.4 s instead of 200 s.
     """
     offsets = np.cumsum([0] + [c.size for c in cells])
     columns = [{int(offsets[t]) + g: v for g, v in col.items()} for t, basis in enumerate(bases) for col in basis]
@@ -221,7 +228,10 @@ def joint_basis(bases: Sequence[Sequence[dict[int, float]]], cells: Sequence[np.
     elim = Elimination(columns, np.ones(copy_of.size, dtype=bool))
     order = np.argsort(copy_of, kind="stable")
     bounds = np.flatnonzero(np.diff(copy_of[order])) + 1
-    for group in np.split(order, bounds):
+    groups = [g for g in np.split(order, bounds) if g.size > 1]
+    width = np.array([sum(len(elim.rows.get(int(r), ())) for r in g) for g in groups], dtype=np.int64)
+    for i in np.argsort(width, kind="stable").tolist():
+        group = groups[i]
         first = int(group[0])
         for other in group[1:].tolist():
             elim.equate(first, other)

@@ -206,14 +206,18 @@ def feasibility_intervals(
                 if not math.isfinite(high.value):
                     pool_hi[i] = math.inf
                 continue  # its maximum alone leaves it wide enough: one program, not two
-            low = solver.extreme(w, maximize=False)
-            take(low.x)
-            lo[cell], hi[cell] = low.value, high.value
+            # a cell at its least value (a suppressed 1 when zeros are never suppressed) has that
+            # value as its minimum, held by its own bound and no published cell: no program
+            at_bound = values[cell] <= lb[cell]
+            low = None if at_bound else solver.extreme(w, maximize=False)
+            if low is not None:
+                take(low.x)
+            lo[cell], hi[cell] = (lb[cell] if low is None else low.value), high.value
             exact[cell] = True
-            if req[cell] > 0 and high.value - low.value < req[cell] - _TOL:
+            if req[cell] > 0 and hi[cell] - lo[cell] < req[cell] - _TOL:
                 held = np.zeros(0, dtype=np.int64)
                 if A_P is not None:
-                    for ext in (low, high):
+                    for ext in (high,) if low is None else (low, high):
                         if ext.duals is not None:
                             active = crow[np.abs(ext.duals) > _TOL]
                             held = np.union1d(held, P[np.unique(A_P[active].indices)])

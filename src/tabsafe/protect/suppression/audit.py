@@ -5,7 +5,10 @@ Every pattern the elimination (:mod:`.elimination`) proposes is audited by linea
 compute about each primary cell from the published ones, the relations and the known least
 values). A primary cell whose interval is narrower than its protection gets one more suppressed
 cell among the published cells that hold its bound (cells with room to move first), and the
-elimination runs again with the added cells hidden from the start, until the audit passes.
+elimination runs again with the added cells hidden from the start, until the audit passes. A
+primary cell still too narrow in the next round gets two cells, then four: in linked tables a
+bound can be held by several published cells at once (an interval of half a unit, where two
+tables' relations meet), and one cell a round would cost a whole round per holder.
 
 After a pattern passes, :func:`republish_derivable` publishes again every suppressed cell that
 is not primary and that the intruder can compute exactly anyway: hiding it costs information and
@@ -25,7 +28,7 @@ from tabsafe.protect.suppression.elimination import gauss
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.risk.intervals import Intervals, feasibility_intervals
 
-__all__ = ["Audit", "TimeUp", "audit", "fast", "republish_derivable"]
+__all__ = ["Audit", "TimeUp", "audit", "fast", "mend", "republish_derivable"]
 
 _LP_TOL = 1e-7
 
@@ -51,19 +54,23 @@ class Audit:
         return not self.narrow.any()
 
 
-def audit(problem: Problem, suppressed: np.ndarray) -> Audit:
-    """The interval LPs of the primary cells under the pattern ``suppressed``."""
+def audit(problem: Problem, suppressed: np.ndarray, cells: np.ndarray | None = None) -> Audit:
+    """The interval LPs of the primary cells under the pattern ``suppressed`` (only of ``cells``
+    when given: the others are known to be wide enough, see :func:`fast`)."""
+    targets = problem.primary if cells is None else problem.primary & cells
     res = feasibility_intervals(
-        problem.A, problem.values, suppressed, lower=problem.lower, targets=problem.primary,
+        problem.A, problem.values, suppressed, lower=problem.lower, targets=targets,
         required=problem.required, certify=True,
     )
     width = res.upper - res.lower
-    narrow = problem.primary & (width < problem.required - _LP_TOL)
+    narrow = targets & (width < problem.required - _LP_TOL)
     return Audit(res, narrow)
 
 
-def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit) -> np.ndarray:
-    """For each too-narrow primary cell, the cheapest published cell that may loosen it."""
+def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit,
+                  strikes: np.ndarray | None = None) -> np.ndarray:
+    """For each too-narrow primary cell, the cheapest published cell that may loosen it; the
+    ``2 ** (k - 1)`` cheapest for a cell narrow in ``k = strikes[p]`` rounds in a row."""
     A, AT = problem.A, problem.AT
     allowed = problem.candidates & ~suppressed
     slack = np.nan_to_num(problem.values, nan=0.0) - problem.lower > 0
@@ -92,7 +99,8 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit) -> np
                 "published by force (zeros never suppressed?)", reason=Reason.INFEASIBLE,
             )
         key = np.lexsort((pool, problem.cost[pool], ~slack[pool]))
-        add[pool[key[0]]] = True
+        k = 1 if strikes is None else 2 ** min(int(strikes[p]) - 1, 16)
+        add[pool[key[:k]]] = True
     return add
 
 
@@ -115,19 +123,55 @@ def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
     n = problem.n_cells
     extra = np.zeros(n, dtype=bool) if hidden_first is None else hidden_first & problem.candidates
     took = 0.0
+    strikes = np.zeros(n, dtype=np.int64)  # rounds in a row each primary cell was too narrow
+    audited: np.ndarray | None = None  # the last pattern audited
     for rounds in range(1, MAX_ROUNDS + 1):
         began = time.perf_counter()
         if deadline is not None and began + took > deadline:
             raise TimeUp
         secondary = gauss(problem, extra, deadline)
         suppressed = problem.primary | problem.hidden | extra | secondary
-        result = audit(problem, suppressed)
+        # hiding more cells only widens every interval (the tables an intruder could not rule
+        # out stay possible): a pattern that contains the last one needs only its narrow cells
+        # audited again
+        again = None if audited is None or (audited & ~suppressed).any() else strikes > 0
+        result = audit(problem, suppressed, again)
         if result.passed:
             return suppressed, rounds
-        extra = extra | _repair_cells(problem, suppressed, result)
+        audited = suppressed
+        strikes = np.where(result.narrow, strikes + 1, 0)
+        extra = extra | _repair_cells(problem, suppressed, result, strikes)
         took = time.perf_counter() - began  # the next round takes about as long
     raise MethodError(f"secondary suppression did not pass its interval audit within {MAX_ROUNDS} rounds",
                       reason=Reason.WORK_LIMIT)
+
+
+def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
+         deadline: float | None = None) -> np.ndarray:
+    """``pattern`` made protected by the audit's repairs alone (no elimination): every round hides,
+    for each primary cell still too narrow, the cheapest published cells holding its bound (more
+    for a cell narrow again, as in :func:`fast`). The pattern only grows, so after the first audit
+    only the cells narrow in the last round are audited again.
+
+    The optimal mode completes an integer program's answer this way: cut by the audits, that
+    answer is usually a few cells short of protected, and the elimination's own pattern (which
+    :func:`fast` starts from) would add far more. ``audited`` is the audit of ``pattern`` when the
+    caller has it. Raises :class:`TimeUp` past ``deadline``.
+    """
+    suppressed = pattern | problem.primary | problem.hidden
+    strikes = np.zeros(problem.n_cells, dtype=np.int64)
+    for _ in range(MAX_ROUNDS):
+        if deadline is not None and time.perf_counter() > deadline:
+            raise TimeUp
+        if audited is not None:
+            result, audited = audited, None
+        else:
+            result = audit(problem, suppressed, strikes > 0 if strikes.any() else None)
+        if result.passed:
+            return suppressed
+        strikes = np.where(result.narrow, strikes + 1, 0)
+        suppressed = suppressed | _repair_cells(problem, suppressed, result, strikes)
+    raise MethodError(f"a pattern was not mended within {MAX_ROUNDS} rounds", reason=Reason.WORK_LIMIT)
 
 
 def republish_derivable(problem: Problem, suppressed: np.ndarray) -> tuple[np.ndarray, int]:

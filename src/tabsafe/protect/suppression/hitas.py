@@ -1,4 +1,5 @@
-"""Decomposition along the hierarchy (tau-ARGUS' HiTaS): an incumbent for the optimal mode.
+"""Decomposition along the hierarchy (tau-ARGUS' HiTaS): an incumbent for the optimal mode, with
+the time its integer rounds leave.
 
 A hierarchical table is cut into its non-hierarchical subtables: one per combination of an
 aggregate code of each variable, holding that code and its children along every variable (so

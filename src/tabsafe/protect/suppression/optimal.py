@@ -11,6 +11,16 @@ answer is completed by the fast heuristic as a candidate incumbent, and the prog
 again from the best audited pattern (the fast mode's at first). The program's bound is a lower
 bound on the optimum; the gap to the best audited pattern is reported (large tables stop at the
 time limit with the gap).
+
+Before the first integer program, the cuts are separated at the root, on the LP relaxation
+(:func:`_root_cuts`): the cells the LP optimum touches at all are audited as a pattern, and each
+primary cell still too narrow yields the same cut, which that LP optimum violates by a whole
+unit. A cut does not depend on the point it was found at, so cuts found at fractional points are
+as valid as at integer ones, and an LP round takes seconds where an integer round takes a
+minute: this is branch-and-cut's root loop (Fischetti and Salazar-González), run outside the
+solver because HiGHS takes no cut callbacks. On the 26,796-cell area × age × citizenship table
+twelve LP rounds raise the bound from 18,462 to 36,242 in 200 s, where four integer rounds had
+reached 26,839.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tabsafe.errors import MethodError, Reason
-from tabsafe.protect.suppression.audit import TimeUp, audit, fast
+from tabsafe.protect.suppression.audit import TimeUp, audit, fast, mend
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.solver import LinearProgram, solve
 
@@ -122,6 +132,38 @@ def _program(rows: list[_Row], cost: np.ndarray) -> LinearProgram:
                          col_lower=np.zeros(n), col_upper=np.ones(n), integer=np.ones(n, dtype=bool))
 
 
+def _root_cuts(problem: Problem, rows: list[_Row], cand: np.ndarray, var_of: np.ndarray, cost: np.ndarray,
+               deadline: float, audit_seconds: float) -> float:
+    """Cuts separated on LP optima (module docstring), appended to ``rows`` until no new cut is
+    violated or the next round would end after ``deadline``; returns the last LP bound (a lower
+    bound on the optimum: the LP relaxes a program every cut of which is valid)."""
+    bound = 0.0
+    took = audit_seconds
+    while time.perf_counter() + took < deadline:
+        began = time.perf_counter()
+        sol = solve(_program(rows, cost), relax=True, time_limit=max(0.5, deadline - began))
+        if sol.x is None or sol.status != "optimal":
+            break
+        bound = max(bound, float(sol.objective))
+        touched = problem.primary | problem.hidden
+        touched[cand[sol.x > _TOL]] = True
+        result = audit(problem, touched)
+        allowed = problem.candidates & ~touched
+        added = 0
+        for p in np.flatnonzero(result.narrow).tolist():
+            held = np.asarray(result.intervals.holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
+            held = held[allowed[held]] if held.size else held
+            if held.size == 0:
+                raise MethodError(f"primary cell {problem.name(p)} cannot be protected", reason=Reason.INFEASIBLE)
+            v = np.unique(var_of[held])
+            rows.append((v, np.ones(v.size), 1.0))  # every cell of v is untouched: violated by 1
+            added += 1
+        if not added:
+            break
+        took = time.perf_counter() - began
+    return bound
+
+
 def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
             audit_seconds: float = 0.0) -> OptimalResult:
     """Integer program with audit cuts (module docstring), from the audited ``incumbent``.
@@ -145,7 +187,8 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
     rows = _model_rows(problem, var_of)
     best = incumbent.copy()
     best_cost = problem.pattern_cost(best)
-    lower_bound = 0.0
+    # the root loop takes up to half the time: the integer rounds need the rest
+    lower_bound = _root_cuts(problem, rows, cand, var_of, cost, start + time_limit / 2, audit_seconds)
     rounds = 0
     status = "time limit"
     while True:
@@ -154,8 +197,8 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
         if room <= 0.5:
             break
         rounds += 1
-        # half the time left per program: a pattern the audit rejects still leaves time for its cuts
-        limit = room if room < 10 else max(10.0, room / 2)
+        # three quarters of the time left per program: an answer the audit rejects still leaves time to mend it
+        limit = room if room < 10 else max(10.0, room * 0.75)
         sol = solve(_program(rows, cost), start=best[cand].astype(float), time_limit=limit, mip_rel_gap=mip_gap)
         if sol.bound is not None:
             lower_bound = max(lower_bound, sol.bound)
@@ -184,13 +227,17 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
                 raise MethodError(f"primary cell {problem.name(p)} cannot be protected", reason=Reason.INFEASIBLE)
             v = np.unique(var_of[held])
             rows.append((v, np.ones(v.size), 1.0))
-        try:
-            completed, _ = fast(problem, hidden_first=pattern, deadline=deadline)
-        except TimeUp:
-            continue
-        c = problem.pattern_cost(completed)
-        if c < best_cost - _TOL:
-            best, best_cost = completed, c
+        # two completions: the audit's repairs alone (a few cells once the cuts are many), and
+        # the fast mode with the answer hidden first
+        for how in ("mend", "fast"):
+            try:
+                completed = (mend(problem, pattern, audited=result, deadline=deadline) if how == "mend"
+                             else fast(problem, hidden_first=pattern, deadline=deadline)[0])
+            except TimeUp:
+                break
+            c = problem.pattern_cost(completed)
+            if c < best_cost - _TOL:
+                best, best_cost = completed, c
     gap = max(0.0, (best_cost - lower_bound) / best_cost) if best_cost > 0 else 0.0
     # "optimal" only when the gap says so: a program reported optimal whose answer was no better
     # than the incumbent leaves a gap, and the pattern is then only known to be protected

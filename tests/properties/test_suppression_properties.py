@@ -140,3 +140,20 @@ def test_linked_tables_share_their_suppression(table: Table) -> None:
     lower = np.where(released, 1.0, 0.0)
     res = feasibility_intervals(joint.table.additivity(), values, suppressed, lower=lower, targets=primary)
     assert ((res.upper - res.lower)[primary] > 1e-7).all()
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=tables(), zeros=st.sampled_from(["never", "safe"]), min_freq=st.sampled_from([3, 4]))
+def test_mending_a_pattern_protects_it(table: Table, zeros: str, min_freq: int) -> None:
+    """``mend`` (the optimal mode's completion of an integer program's answer) started from the
+    primary cells alone: the audit's repairs by themselves end in a protected pattern."""
+    from tabsafe.protect.suppression.audit import mend
+
+    primary = (table.counts > 0) & (table.counts < min_freq)
+    problem = Problem.build(CellSystem.of_table(table), primary, Settings(zeros=zeros))
+    if not primary.any():
+        return
+    pattern = mend(problem, primary.copy())
+    assert not (pattern & ~primary & ~problem.candidates).any(), "a cell that may not be hidden is hidden"
+    result = SimpleNamespace(suppressed=pattern)
+    _check(table, primary, result, zeros)

@@ -33,7 +33,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tabsafe.errors import MethodError, Reason
-from tabsafe.protect.suppression.audit import TimeUp, audit, fast, mend
+from tabsafe.protect.suppression.audit import Audit, TimeUp, audit, fast, mend
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.solver import LinearProgram, solve
 
@@ -132,6 +132,21 @@ def _program(rows: list[_Row], cost: np.ndarray) -> LinearProgram:
                          col_lower=np.zeros(n), col_upper=np.ones(n), integer=np.ones(n, dtype=bool))
 
 
+def _cuts(problem: Problem, pattern: np.ndarray, result: Audit, var_of: np.ndarray) -> list[_Row]:
+    """One cut per primary cell the audit of ``pattern`` finds too narrow: one of the published
+    cells holding its bound is hidden (module docstring)."""
+    allowed = problem.candidates & ~pattern
+    out: list[_Row] = []
+    for p in np.flatnonzero(result.narrow).tolist():
+        held = np.asarray(result.intervals.holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
+        held = held[allowed[held]] if held.size else held
+        if held.size == 0:
+            raise MethodError(f"primary cell {problem.name(p)} cannot be protected", reason=Reason.INFEASIBLE)
+        v = np.unique(var_of[held])
+        out.append((v, np.ones(v.size), 1.0))
+    return out
+
+
 def _root_cuts(problem: Problem, rows: list[_Row], cand: np.ndarray, var_of: np.ndarray, cost: np.ndarray,
                deadline: float, audit_seconds: float) -> float:
     """Cuts separated on LP optima (module docstring), appended to ``rows`` until no new cut is
@@ -147,19 +162,11 @@ def _root_cuts(problem: Problem, rows: list[_Row], cand: np.ndarray, var_of: np.
         bound = max(bound, float(sol.objective))
         touched = problem.primary | problem.hidden
         touched[cand[sol.x > _TOL]] = True
-        result = audit(problem, touched)
-        allowed = problem.candidates & ~touched
-        added = 0
-        for p in np.flatnonzero(result.narrow).tolist():
-            held = np.asarray(result.intervals.holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
-            held = held[allowed[held]] if held.size else held
-            if held.size == 0:
-                raise MethodError(f"primary cell {problem.name(p)} cannot be protected", reason=Reason.INFEASIBLE)
-            v = np.unique(var_of[held])
-            rows.append((v, np.ones(v.size), 1.0))  # every cell of v is untouched: violated by 1
-            added += 1
-        if not added:
+        # every cell of a new cut is untouched: the LP optimum violates it by a whole unit
+        cuts = _cuts(problem, touched, audit(problem, touched), var_of)
+        if not cuts:
             break
+        rows.extend(cuts)
         took = time.perf_counter() - began
     return bound
 
@@ -219,14 +226,7 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
                 lower_bound = max(lower_bound, min(best_cost, sol.objective if sol.objective is not None else 0.0))
             # no primary too narrow, so no new cut: the same program would give the same answer
             break
-        allowed = problem.candidates & ~pattern
-        for p in np.flatnonzero(result.narrow).tolist():
-            held = np.asarray(result.intervals.holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
-            held = held[allowed[held]] if held.size else held
-            if held.size == 0:
-                raise MethodError(f"primary cell {problem.name(p)} cannot be protected", reason=Reason.INFEASIBLE)
-            v = np.unique(var_of[held])
-            rows.append((v, np.ones(v.size), 1.0))
+        rows.extend(_cuts(problem, pattern, result, var_of))
         # two completions: the audit's repairs alone (a few cells once the cuts are many), and
         # the fast mode with the answer hidden first
         for how in ("mend", "fast"):

@@ -153,7 +153,7 @@ def test_mending_a_pattern_protects_it(table: Table, zeros: str, min_freq: int) 
     problem = Problem.build(CellSystem.of_table(table), primary, Settings(zeros=zeros))
     if not primary.any():
         return
-    pattern = mend(problem, primary.copy())
+    pattern, _ = mend(problem, primary.copy())
     assert not (pattern & ~primary & ~problem.candidates).any(), "a cell that may not be hidden is hidden"
     result = SimpleNamespace(suppressed=pattern)
     _check(table, primary, result, zeros)

@@ -231,7 +231,7 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
         # the fast mode with the answer hidden first
         for how in ("mend", "fast"):
             try:
-                completed = (mend(problem, pattern, audited=result, deadline=deadline) if how == "mend"
+                completed = (mend(problem, pattern, audited=result, deadline=deadline)[0] if how == "mend"
                              else fast(problem, hidden_first=pattern, deadline=deadline)[0])
             except TimeUp:
                 break

@@ -72,8 +72,7 @@ def audit(problem: Problem, suppressed: np.ndarray, cells: np.ndarray | None = N
     return Audit(res, narrow)
 
 
-def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit,
-                  strikes: np.ndarray | None = None) -> np.ndarray:
+def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit, strikes: np.ndarray) -> np.ndarray:
     """For each too-narrow primary cell, the cheapest published cell that may loosen it; the
     ``2 ** (k - 1)`` cheapest for a cell narrow in ``k = strikes[p]`` rounds in a row."""
     A, AT = problem.A, problem.AT
@@ -104,8 +103,7 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit,
                 "published by force (zeros never suppressed?)", reason=Reason.INFEASIBLE,
             )
         key = np.lexsort((pool, problem.cost[pool], ~slack[pool]))
-        k = 1 if strikes is None else 2 ** min(int(strikes[p]) - 1, 16)
-        add[pool[key[:k]]] = True
+        add[pool[key[:2 ** min(int(strikes[p]) - 1, 16)]]] = True
     return add
 
 
@@ -146,20 +144,24 @@ def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
 
     The fast mode mends the elimination's pattern; the optimal mode also mends an integer
     program's answer, which the audit cuts leave a few cells short of protected. ``audited`` is
-    the audit of ``pattern`` when the caller has it. Raises :class:`TimeUp` past ``deadline``.
+    the audit of ``pattern`` when the caller has it. A round that would end after ``deadline``
+    (it takes about as long as the last) is not started: :class:`TimeUp` is raised instead.
 
     Returns:
         the protected pattern and the number of repair rounds.
     """
     suppressed = pattern | problem.primary | problem.hidden
     strikes = np.zeros(problem.n_cells, dtype=np.int64)  # rounds in a row each primary cell was too narrow
+    took = 0.0
     for rounds in range(MAX_ROUNDS):
-        if deadline is not None and time.perf_counter() > deadline:
+        began = time.perf_counter()
+        if deadline is not None and began + took > deadline:
             raise TimeUp
         if audited is not None:
             result, audited = audited, None
         else:
             result = audit(problem, suppressed, strikes > 0 if strikes.any() else None)
+            took = time.perf_counter() - began
         if result.passed:
             return suppressed, rounds
         strikes = np.where(result.narrow, strikes + 1, 0)

@@ -142,8 +142,7 @@ def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
     bound, more for a cell narrow again. The pattern only grows, so after the first audit only
     the cells narrow in the last round are audited again.
 
-    The fast mode mends the elimination's pattern; the optimal mode also mends an integer
-    program's answer, which the audit cuts leave a few cells short of protected. ``audited`` is
+    The fast mode mends the elimination's pattern, which few primary cells fail. ``audited`` is
     the audit of ``pattern`` when the caller has it. A round that would end after ``deadline``
     (it takes about as long as the last) is not started: :class:`TimeUp` is raised instead.
 

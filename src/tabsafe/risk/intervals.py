@@ -217,8 +217,8 @@ def feasibility_intervals(
             if req[cell] > 0 and hi[cell] - lo[cell] < req[cell] - _TOL:
                 held = np.zeros(0, dtype=np.int64)
                 if A_P is not None:
-                    for ext in (high,) if low is None else (low, high):
-                        if ext.duals is not None:
+                    for ext in (low, high):
+                        if ext is not None and ext.duals is not None:
                             active = crow[np.abs(ext.duals) > _TOL]
                             held = np.union1d(held, P[np.unique(A_P[active].indices)])
                 holders[cell] = held

@@ -61,7 +61,7 @@ class Audit:
 
 def audit(problem: Problem, suppressed: np.ndarray, cells: np.ndarray | None = None) -> Audit:
     """The interval LPs of the primary cells under the pattern ``suppressed`` (only of ``cells``
-    when given: the others are known to be wide enough, see :func:`fast`)."""
+    when given: the others are known to be wide enough, see :func:`mend`)."""
     targets = problem.primary if cells is None else problem.primary & cells
     res = feasibility_intervals(
         problem.A, problem.values, suppressed, lower=problem.lower, targets=targets,

@@ -37,7 +37,7 @@ from tabsafe.protect.suppression.audit import Audit, TimeUp, audit, fast
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.solver import LinearProgram, solve
 
-__all__ = ["OptimalResult", "optimal"]
+__all__ = ["OptimalResult", "gap", "optimal"]
 
 _TOL = 1e-9
 
@@ -64,6 +64,11 @@ class OptimalResult:
 
 
 _Row = tuple[np.ndarray, np.ndarray, float]
+
+
+def gap(cost: float, lower_bound: float) -> float:
+    """The relative gap ``(cost - lower_bound) / cost`` of a pattern (0 for a pattern costing 0)."""
+    return max(0.0, (cost - lower_bound) / cost) if cost > 0 else 0.0
 
 
 def _model_rows(problem: Problem, var_of: np.ndarray) -> list[_Row]:
@@ -237,8 +242,8 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
         c = problem.pattern_cost(completed)
         if c < best_cost - _TOL:
             best, best_cost = completed, c
-    gap = max(0.0, (best_cost - lower_bound) / best_cost) if best_cost > 0 else 0.0
+    open_gap = gap(best_cost, lower_bound)
     # "optimal" only when the gap says so: a program reported optimal whose answer was no better
     # than the incumbent leaves a gap, and the pattern is then only known to be protected
-    final = "optimal" if gap <= mip_gap + 1e-9 else "time limit" if status == "time limit" else "feasible"
-    return OptimalResult(best, rounds, final, round(best_cost, 6), round(lower_bound, 6), round(gap, 6))
+    final = "optimal" if open_gap <= mip_gap + 1e-9 else "time limit" if status == "time limit" else "feasible"
+    return OptimalResult(best, rounds, final, round(best_cost, 6), round(lower_bound, 6), round(open_gap, 6))

@@ -20,7 +20,7 @@ import numpy as np
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression.audit import fast, republish_derivable
 from tabsafe.protect.suppression.hitas import hitas
-from tabsafe.protect.suppression.optimal import optimal
+from tabsafe.protect.suppression.optimal import gap, optimal
 from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
 
 __all__ = ["REASONS", "SuppressionResult", "secondary_suppression", "suppress_problem"]
@@ -94,13 +94,13 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
                     if cost < opt.objective:
                         suppressed = decomposed
                         private["objective"] = round(cost, 6)
-                        private["gap"] = round(max(0.0, (cost - opt.lower_bound) / cost) if cost > 0 else 0.0, 6)
+                        private["gap"] = round(gap(cost, opt.lower_bound), 6)
     suppressed, republished = republish_derivable(problem, suppressed)
     figures["republished"] = republished
     if republished and settings.mode is Mode.OPTIMAL:  # the pattern got cheaper: its cost and gap
         cost = problem.pattern_cost(suppressed)
         private["objective"] = round(cost, 6)
-        private["gap"] = round(max(0.0, (cost - private["lower_bound"]) / cost) if cost > 0 else 0.0, 6)
+        private["gap"] = round(gap(cost, private["lower_bound"]), 6)
     reason = np.full(problem.n_cells, "published", dtype=object)
     reason[suppressed & problem.candidates] = "secondary"
     reason[problem.primary] = "primary"

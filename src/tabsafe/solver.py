@@ -12,7 +12,7 @@ that re-optimises one feasible set under changing objectives (the interval audit
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import highspy
 import numpy as np
@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 INF = math.inf
 
-__all__ = ["Extreme", "ExtremeSolver", "LinearProgram", "Solution", "solve"]
+__all__ = ["Relaxation", "Extreme", "ExtremeSolver", "LinearProgram", "Solution", "solve"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -244,9 +244,49 @@ def solve(
             again = solve(lp, time_limit=left, mip_rel_gap=mip_rel_gap, first_feasible=first_feasible,
                           threads=threads, relax=relax, lp_method=lp_method, node_limit=node_limit,
                           random_seed=random_seed)
-            if again.objective is not None and (sol.objective is None or again.objective < sol.objective):
+            # no worse: its bound is the program's own (the first run's was not, 1,003 against
+            # 1,039 proved a round before on the 1,218-cell area × citizenship table)
+            if again.objective is not None and (sol.objective is None or again.objective <= sol.objective + 1e-9):
                 return again
     return sol
+
+
+class Relaxation:
+    """The LP relaxation of a program that grows by rows (cuts), each solve starting from the
+    last optimal basis: the dual simplex re-optimises after rows are added (the old basis stays
+    dual feasible), where solving the grown program afresh starts from nothing.
+
+    Not a value object: it owns a HiGHS instance (as :class:`ExtremeSolver`). On the 26,796-cell
+    benchmark table a round of the optimal mode's root cut loop re-solves in about 0.3 s where a
+    fresh solve took 1.5–2 s.
+    """
+
+    def __init__(self, lp: LinearProgram) -> None:
+        self._h = _highs()
+        for key, value in (("output_flag", False), ("threads", 1)):
+            self._h.setOptionValue(key, value)
+        self._h.passModel(_model(lp, self._h.getInfinity(), integer=False))
+
+    def add_rows(self, A: sp.spmatrix, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Append the rows ``lower <= A x <= upper``."""
+        A = sp.csr_matrix(A, dtype=np.float64)
+        if A.shape[0] == 0:
+            return
+        inf = self._h.getInfinity()
+        lo = np.nan_to_num(np.asarray(lower, dtype=np.float64), neginf=-inf, posinf=inf)
+        up = np.nan_to_num(np.asarray(upper, dtype=np.float64), neginf=-inf, posinf=inf)
+        self._h.addRows(A.shape[0], lo, up, A.nnz, A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32),
+                        A.data)
+
+    def solve(self, time_limit: float | None = None) -> Solution:
+        """The optimum of the relaxation as it now stands."""
+        # HiGHS measures its time limit (and its run time) over all runs of an instance
+        before = self._h.getRunTime()
+        if time_limit is not None:
+            self._h.setOptionValue("time_limit", before + max(0.01, float(time_limit)))
+        self._h.run()
+        sol = _answer(self._h, is_mip=False)
+        return replace(sol, seconds=sol.seconds - before)
 
 
 @dataclass(frozen=True)
@@ -273,13 +313,16 @@ class ExtremeSolver:
     from one call to the next (that is the point); create one per program and drop it when done.
     Only the objective changes between calls, so the last basis stays primal feasible: primal
     simplex without presolve re-optimises it in a few iterations (about ten times faster than
-    HiGHS' defaults).
+    HiGHS' defaults). The first call has no basis to start from: it is solved with presolve and
+    the dual simplex (on an audit of the 26,796-cell benchmark table, 4.3 s → 2.5 s), whose final
+    basis the later calls start from.
     """
 
     def __init__(self, A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         self._h = _highs()
-        for key, value in (("output_flag", False), ("threads", 1), ("presolve", "off"), ("simplex_strategy", 4)):
+        for key, value in (("output_flag", False), ("threads", 1), ("presolve", "on"), ("simplex_strategy", 1)):
             self._h.setOptionValue(key, value)
+        self._warm = False
         n = A.shape[1]
         self._n = n
         self._cost = np.zeros(n)
@@ -299,6 +342,10 @@ class ExtremeSolver:
         self._set_cost(np.asarray(cost, dtype=np.float64))
         h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize)
         h.run()
+        if not self._warm:  # from now on: re-optimise the last basis (class docstring)
+            h.setOptionValue("presolve", "off")
+            h.setOptionValue("simplex_strategy", 4)
+            self._warm = True
         status = h.getModelStatus()
         S = highspy.HighsModelStatus
         if status == S.kOptimal:

@@ -1,9 +1,18 @@
-"""The door to HiGHS: programs of every kind run one after another in one process."""
+"""The door to HiGHS: programs of every kind run one after another in one process; a relaxation
+re-solved as rows come."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tabsafe.solver import LinearProgram, Relaxation, solve
 
 SCRIPT = """
 import numpy as np, scipy.sparse as sp
@@ -23,3 +32,35 @@ def test_an_interval_audit_after_an_integer_program_in_one_process():
     run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.strip().splitlines()[-1] == "5.0"
+
+
+@settings(max_examples=30, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), steps=st.integers(1, 4))
+def test_a_relaxation_grown_by_rows_solves_as_the_grown_program(seed: int, steps: int) -> None:
+    """:class:`Relaxation` re-solves from its last basis after rows are added; each optimum is
+    the optimum of the whole grown program solved afresh (a covering LP: min c·x, rows ≥ 1)."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(5, 40))
+    cost = rng.random(n) + 0.1
+
+    def rows(k: int) -> sp.csr_matrix:
+        M = (rng.random((k, n)) < 0.2).astype(float) * rng.choice([0.5, 1.0], (k, n))
+        M[np.arange(k), rng.integers(0, n, k)] = 1.0  # no empty row: every program is feasible
+        return sp.csr_matrix(M)
+
+    def program(M: sp.csr_matrix) -> LinearProgram:
+        k = M.shape[0]
+        return LinearProgram(c=cost, A=M, row_lower=np.ones(k), row_upper=np.full(k, np.inf),
+                             col_lower=np.zeros(n), col_upper=np.ones(n), integer=np.ones(n, dtype=bool))
+
+    M = rows(int(rng.integers(1, 10)))
+    lp = Relaxation(program(M))
+    for _ in range(steps):
+        warm = lp.solve(time_limit=10)
+        fresh = solve(program(M), relax=True)
+        assert warm.status == fresh.status == "optimal"
+        assert warm.objective == pytest.approx(fresh.objective, abs=1e-7)
+        assert (M @ warm.x >= 1 - 1e-7).all()
+        more = rows(int(rng.integers(1, 6)))
+        lp.add_rows(more, np.ones(more.shape[0]), np.full(more.shape[0], np.inf))
+        M = sp.vstack([M, more], format="csr")

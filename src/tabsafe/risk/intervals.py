@@ -29,7 +29,7 @@ from scipy.sparse.csgraph import connected_components
 
 from tabsafe.errors import InputError
 from tabsafe.model.table import Table
-from tabsafe.solver import ExtremeSolver
+from tabsafe.solver import Extreme, ExtremeSolver
 
 __all__ = ["IntervalAudit", "feasibility_intervals", "interval_audit"]
 
@@ -42,16 +42,20 @@ class Intervals:
 
     Attributes:
         lower, upper: per cell of the system, the interval (NaN for cells not bounded).
-        holders: for cells whose interval is narrower than required, the published cells in the
-            relations that hold its bounds (from the row duals): keeping all of them published
-            keeps the interval at least this narrow, whatever else is suppressed.
+        holders: for cells whose interval is narrower than required, the published cells whose
+            capacity (below) is positive: keeping all of them published keeps the interval at
+            least this narrow, whatever else is suppressed.
         exact: which bounds are exact (the others are inner bounds, see ``certify``).
+        capacities: for the same cells, ``(cells, c)``: the width of the cell's interval under
+            any pattern ``x`` (1 = suppressed) is at most ``sum(c * x[cells])`` (``c`` may be
+            infinite), with equality under the audited pattern (:func:`capacity`).
     """
 
     lower: np.ndarray
     upper: np.ndarray
     holders: Mapping[int, np.ndarray] = field(default_factory=dict)
     exact: np.ndarray | None = None
+    capacities: Mapping[int, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
 
 def widen(pool_lo: np.ndarray, pool_hi: np.ndarray, want: np.ndarray, point: np.ndarray | None) -> None:
@@ -94,6 +98,59 @@ def spread(A: sp.csr_matrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray
             if signed:
                 break
             signed = True
+
+
+def capacity(A: sp.csr_matrix, rows: np.ndarray, cell: int, room: np.ndarray, suppressed: np.ndarray,
+             extremes: tuple[Extreme | None, Extreme | None]) -> tuple[np.ndarray, np.ndarray]:
+    """What hiding each cell can add to the width of ``cell``'s feasibility interval, from the
+    duals of its two extreme programs: ``(cells, c)`` with ``width(x) <= sum(c * x[cells])`` for
+    every pattern ``x``, an equality under the pattern the programs were solved for.
+
+    Source: the audit of seed 000 §5.3 (METHODS.md §10) read through LP duality, as in the
+    capacity constraints of Fischetti and Salazar-González's model of cell suppression
+    (Management Science 47, 2001). Write a table the intruder cannot rule out as
+    the true one plus a move ``z`` with ``A z = 0``, ``z_i = 0`` for a published cell and
+    ``z_i >= -room_i`` for a suppressed one (``room``: value less its least value). For any row
+    multipliers ``g``, the reduced costs ``r = e_cell - A' g`` bound the largest move of the cell:
+    ``max z_cell <= sum_i x_i (inf * [r_i > 0] + room_i * max(0, -r_i))`` (weak duality); the
+    least move likewise, with ``-e_cell``. The optimal duals make both tight at the audited pattern.
+    The bound holds for any ``g``, so the sign convention of the solver's duals only decides
+    which of the two readings is the tight one: the smaller.
+
+    Args:
+        A: the relations. rows: the rows the extreme programs were solved over (the duals' rows).
+        room: per cell, value less the least value an intruder knows (NaN where unknown: hiding
+            such a cell may move it without bound). suppressed: the audited pattern.
+        extremes: the minimum and the maximum (``None``: a bound held by the cell's own least
+            value, which adds the cell's own room, 0 at its least value).
+    """
+    total: dict[int, float] = {}
+    for ext, sense in zip(extremes, (-1.0, 1.0)):
+        if ext is None or ext.duals is None:
+            continue
+        live = np.abs(ext.duals) > _TOL
+        sub = A[rows[live]]
+        lens = np.diff(sub.indptr)
+        cols, inv = np.unique(sub.indices, return_inverse=True)
+        g = np.bincount(inv, weights=sub.data * np.repeat(ext.duals[live], lens), minlength=cols.size)
+        if not (cols == cell).any():
+            cols, g = np.append(cols, cell), np.append(g, 0.0)
+        best: tuple[float, np.ndarray] | None = None
+        for sign in (1.0, -1.0):
+            r = -sign * g
+            r[cols == cell] += sense
+            r[np.abs(r) < _TOL] = 0.0
+            c = np.where(r > 0, math.inf, 0.0) + np.where(r < 0, -r * np.nan_to_num(room[cols], nan=math.inf), 0.0)
+            on = c[suppressed[cols]]
+            at = math.inf if np.isinf(on).any() else float(np.nan_to_num(on).sum())
+            if best is None or at < best[0]:
+                best = (at, c)
+        assert best is not None
+        for i, v in zip(cols.tolist(), best[1].tolist()):
+            if v > 0:
+                total[i] = total.get(i, 0.0) + v
+    idx = np.array(sorted(total), dtype=np.int64)
+    return idx, np.array([total[i] for i in idx.tolist()], dtype=np.float64)
 
 
 def independent_parts(A: sp.csr_matrix) -> Iterator[tuple[np.ndarray, np.ndarray]]:
@@ -157,6 +214,7 @@ def feasibility_intervals(
     hi = np.full(n, np.nan)
     exact = np.zeros(n, dtype=bool)
     holders: dict[int, np.ndarray] = {}
+    capacities: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     target_mask = suppressed.copy() if targets is None else (np.asarray(targets, dtype=bool) & suppressed)
     req = np.zeros(n) if required is None else np.broadcast_to(np.asarray(required, dtype=np.float64), (n,))
     if certify and required is None:
@@ -215,17 +273,13 @@ def feasibility_intervals(
             lo[cell], hi[cell] = (lb[cell] if low is None else low.value), high.value
             exact[cell] = True
             if req[cell] > 0 and hi[cell] - lo[cell] < req[cell] - _TOL:
-                held = np.zeros(0, dtype=np.int64)
-                if A_P is not None:
-                    for ext in (low, high):
-                        if ext is not None and ext.duals is not None:
-                            active = crow[np.abs(ext.duals) > _TOL]
-                            held = np.union1d(held, P[np.unique(A_P[active].indices)])
-                holders[cell] = held
+                idx, c = capacity(A, rows[crow], cell, values - lb, suppressed, (low, high))
+                capacities[cell] = (idx, c)
+                holders[cell] = idx[~suppressed[idx]]
         settled = ~exact[cells[want]]
         lo[cells[want][settled]] = pool_lo[settled]
         hi[cells[want][settled]] = pool_hi[settled]
-    return Intervals(lo, hi, holders, exact)
+    return Intervals(lo, hi, holders, exact, capacities)
 
 
 @dataclass(frozen=True, eq=False)

@@ -3,28 +3,30 @@
 A binary per candidate cell, minimising the total value suppressed or the number of cells,
 with a covering constraint per primary cell and relation (another cell of the relation, able to
 move the right way, is hidden) and a partner constraint per hidden candidate and relation (a
-lone hidden cell is determined and protects nothing, so an optimal pattern never has one). The
-answer is audited with the interval LPs (:mod:`.audit`); a primary cell left too narrow yields a
-cut "one of the published cells holding its bound is hidden" (those in relations with non-zero
-duals: keeping them all published keeps the bound, so the cut removes no protected pattern), the
-answer is completed by the fast heuristic as a candidate incumbent, and the program is solved
-again from the best audited pattern (the fast mode's at first). The program's bound is a lower
-bound on the optimum; the gap to the best audited pattern is reported (large tables stop at the
-time limit with the gap).
+lone hidden cell is determined and protects nothing, so an optimal pattern never has one). A
+pattern is audited with the interval LPs (:mod:`.audit`); a primary cell left too narrow yields
+a cut from the duals of its programs, Fischetti and Salazar-González's capacity constraint
+(:func:`tabsafe.risk.intervals.capacity`: the width is at most the sum of the capacities of the
+hidden cells, so a protected pattern hides enough capacity; where the capacities are not known,
+"one of the published cells holding its bound is hidden"). Every cut keeps every protected
+pattern, so the program's bound is a lower bound on the optimum; the gap to the best audited
+pattern is reported (large tables stop at the time limit with the gap).
 
-Before the first integer program, the cuts are separated at the root, on the LP relaxation
-(:func:`_root_cuts`): the cells the LP optimum touches at all are audited as a pattern, and each
-primary cell still too narrow yields the same cut, which that LP optimum violates by a whole
-unit. A cut does not depend on the point it was found at, so cuts found at fractional points are
-as valid as at integer ones, and an LP round takes seconds where an integer round takes a
-minute: this is branch-and-cut's root loop (Fischetti and Salazar-González), run outside the
-solver because HiGHS takes no cut callbacks. On the 26,796-cell area × age × citizenship table
-twelve LP rounds raise the bound from 18,462 to 36,242, where four integer rounds (about 200 s)
-had reached 26,839; the integer program with those cuts is then solved to optimality (37,026).
+The cuts are separated at the root, on the LP relaxation (:func:`_root_cuts`): the cells the LP
+optimum touches at all are audited as a pattern, and each primary cell still too narrow yields
+a cut that LP optimum violates. A cut does not depend on the point it was found at, and an LP
+round takes a few seconds (the relaxation re-solved from its last basis) where an integer round
+takes a minute: branch-and-cut's root loop, run outside the solver because HiGHS takes no cut
+callbacks. A better pattern than the fast mode's comes from a neighbourhood search
+(:func:`_neighbourhood`): the same loop on the integer program restricted to the incumbent's
+cells and the LP optimum's. On the 26,796-cell area × age × citizenship table (120 s): the search
+finds 40,155 against the fast pattern's 41,441, the root loop raises the bound from 18,462 to
+38,841, a gap of 3.3% (it was 17.3% with cover cuts, fresh LP solves and no search).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -35,7 +37,7 @@ import scipy.sparse as sp
 from tabsafe.errors import MethodError, Reason
 from tabsafe.protect.suppression.audit import Audit, TimeUp, audit, fast
 from tabsafe.protect.suppression.problem import Problem
-from tabsafe.solver import LinearProgram, solve
+from tabsafe.solver import LinearProgram, Relaxation, Solution, solve
 
 __all__ = ["OptimalResult", "gap", "optimal"]
 
@@ -142,7 +144,18 @@ def _cuts(problem: Problem, pattern: np.ndarray, result: Audit, var_of: np.ndarr
     cells holding its bound is hidden (module docstring)."""
     allowed = problem.candidates & ~pattern
     out: list[_Row] = []
+    fixed = problem.primary | problem.hidden
     for p in np.flatnonzero(result.narrow).tolist():
+        cap = result.intervals.capacities.get(p)
+        if cap is not None:
+            idx, c = cap
+            need = problem.required[p] - float(c[fixed[idx]].sum())
+            free = problem.candidates[idx]
+            if need > _TOL and np.isfinite(need) and free.any():
+                coef = np.minimum(c[free], need) / need
+                keep = coef > _TOL
+                out.append((var_of[idx[free][keep]], coef[keep], 1.0))
+                continue
         held = np.asarray(result.intervals.holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
         held = held[allowed[held]] if held.size else held
         if held.size == 0:
@@ -152,16 +165,40 @@ def _cuts(problem: Problem, pattern: np.ndarray, result: Audit, var_of: np.ndarr
     return out
 
 
-def _root_cuts(problem: Problem, rows: list[_Row], cand: np.ndarray, var_of: np.ndarray, cost: np.ndarray,
-               deadline: float, audit_seconds: float) -> float:
-    """Cuts separated on LP optima (module docstring), appended to ``rows`` until no new cut is
-    violated or the next round would end after ``deadline``; returns the last LP bound (a lower
-    bound on the optimum: the LP relaxes a program every cut of which is valid)."""
+class _Cuts:
+    """The program's rows as the cuts come, with its LP relaxation kept warm (:class:`Relaxation`).
+    Not a value object: one per :func:`optimal` run."""
+
+    def __init__(self, rows: list[_Row], cost: np.ndarray) -> None:
+        self.rows = rows
+        self.cost = cost
+        self._lp = Relaxation(_program(rows, cost))
+
+    def add(self, cuts: list[_Row]) -> None:
+        if cuts:
+            self.rows.extend(cuts)
+            block = _program(cuts, self.cost)
+            self._lp.add_rows(block.A, block.row_lower, block.row_upper)
+
+    def relaxation(self, deadline: float) -> Solution:
+        return self._lp.solve(time_limit=max(0.5, deadline - time.perf_counter()))
+
+    def program(self, allowed: np.ndarray | None = None) -> LinearProgram:
+        whole = _program(self.rows, self.cost)
+        return whole if allowed is None else dataclasses.replace(whole, col_upper=allowed.astype(float))
+
+
+def _root_cuts(problem: Problem, pool: _Cuts, cand: np.ndarray, var_of: np.ndarray, deadline: float,
+               audit_seconds: float) -> tuple[float, np.ndarray | None]:
+    """Cuts separated on LP optima (module docstring), added to ``pool`` until no new cut is
+    violated or the next round would end after ``deadline``. Returns the last LP bound (a lower
+    bound on the optimum: the LP relaxes a program every cut of which is valid) and, when no
+    cut is violated, the pattern of the cells the LP optimum touches (the audit passed it)."""
     bound = 0.0
     took = audit_seconds
     while time.perf_counter() + took < deadline:
         began = time.perf_counter()
-        sol = solve(_program(rows, cost), relax=True, time_limit=max(0.5, deadline - began))
+        sol = pool.relaxation(deadline)
         if sol.x is None or sol.status != "optimal":
             break
         bound = max(bound, float(sol.objective))
@@ -170,24 +207,67 @@ def _root_cuts(problem: Problem, rows: list[_Row], cand: np.ndarray, var_of: np.
         # every cell of a new cut is untouched: the LP optimum violates it by a whole unit
         cuts = _cuts(problem, touched, audit(problem, touched), var_of)
         if not cuts:
-            break
-        rows.extend(cuts)
+            return bound, touched
+        pool.add(cuts)
         took = time.perf_counter() - began
-    return bound
+    return bound, None
+
+
+def _neighbourhood(problem: Problem, pool: _Cuts, cand: np.ndarray, var_of: np.ndarray, incumbent: np.ndarray,
+                   deadline: float, mend_deadline: float, audit_seconds: float) -> list[np.ndarray]:
+    """Protected patterns among the cells of ``incumbent`` and of the current LP optimum, by the
+    audit-and-cut loop on the program restricted to those cells (its cuts go to ``pool``).
+
+    A neighbourhood search in the spirit of RINS (Danna, Rothberg and Le Pape, 2005): the
+    incumbent (a protected pattern) satisfies every valid cut, so the restricted program always
+    has a protected answer and the loop ends with one, on a few thousand binaries where the
+    whole program has twenty thousand; the LP optimum adds the cells the relaxation finds worth
+    hiding. An answer that leaves only a few primary cells too narrow is also mended
+    (:func:`~.audit.mend`: a few cells more) in case the loop does not end in time. On the
+    26,796-cell table: 39,215 from the fast pattern's 41,441 in 13 rounds (restricted to the
+    incumbent's cells alone, 40,555).
+    """
+    sol = pool.relaxation(deadline)
+    if sol.x is None or sol.status != "optimal":
+        return []
+    allowed = incumbent[cand] | (sol.x > _TOL)
+    start = incumbent[cand].astype(float)
+    took = audit_seconds
+    last: tuple[np.ndarray, Audit] | None = None
+    while time.perf_counter() + took < deadline:
+        began = time.perf_counter()
+        answer = solve(pool.program(allowed), start=start, time_limit=max(0.5, deadline - began - audit_seconds))
+        if answer.x is None or answer.limit == "time":  # not solved in time: it may be the start
+            break
+        pattern = problem.primary | problem.hidden
+        pattern[cand[answer.x > 0.5]] = True
+        result = audit(problem, pattern)
+        took = time.perf_counter() - began
+        if result.passed:
+            return [pattern]
+        pool.add(_cuts(problem, pattern, result, var_of))
+        last = (pattern, result)
+    if last is None:
+        return []
+    # out of time: the last answer completed by the fast mode (its cells hidden first)
+    try:
+        return [fast(problem, hidden_first=last[0], deadline=mend_deadline)[0]]
+    except TimeUp:
+        return []
 
 
 def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
             audit_seconds: float = 0.0) -> OptimalResult:
     """Integer program with audit cuts (module docstring), from the audited ``incumbent``.
 
-    Each round solves the program from the best audited pattern, audits the answer and adds a
-    cut per primary cell left too narrow; an answer that fails is also completed by the fast
-    heuristic (its cells hidden first), which often beats the incumbent. The program's bound is
-    a lower bound on the optimum because every cut keeps every protected pattern.
+    In phases: the neighbourhood search (up to 60% of ``time_limit``), the root cut loop (a
+    bound), a second search when the loop runs out of cuts early, then integer rounds: each
+    solves the whole program from the best audited pattern, audits the answer and adds a cut per
+    primary cell left too narrow; an answer that fails is also completed by the fast heuristic
+    (its cells hidden first).
 
-    Every step keeps to ``time_limit``: a program is given the time left less what auditing its
-    answer takes (``audit_seconds`` to begin with, then the longest audit seen), and a
-    completion round that would end late is not started.
+    A program is given the time left less what auditing its answer takes (``audit_seconds`` to
+    begin with, then the longest audit seen), and a round that would end late is not started.
     """
     start = time.perf_counter()
     deadline = start + time_limit
@@ -195,12 +275,24 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
     cand = np.flatnonzero(problem.candidates)
     var_of = np.full(problem.n_cells, -1, dtype=np.int64)
     var_of[cand] = np.arange(cand.size)
-    cost = problem.cost[cand]
-    rows = _model_rows(problem, var_of)
+    pool = _Cuts(_model_rows(problem, var_of), problem.cost[cand])
     best = incumbent.copy()
     best_cost = problem.pattern_cost(best)
-    # the root loop takes up to half the time: the integer rounds need the rest
-    lower_bound = _root_cuts(problem, rows, cand, var_of, cost, start + time_limit / 2, audit_seconds)
+    # the neighbourhood search first (a better pattern), on the first LP's cells; then the root
+    # cut loop (a better bound: 38,841 against 33,265 after the search on the benchmark table); a
+    # second search when the loop has run out of cuts early, on the cells of its last LP optimum
+    candidates = _neighbourhood(problem, pool, cand, var_of, best, start + 0.6 * time_limit,
+                                deadline - audit_seconds, audit_seconds)
+    lower_bound, touched = _root_cuts(problem, pool, cand, var_of, deadline - audit_seconds, audit_seconds)
+    if touched is not None:
+        candidates.append(touched)
+        again = min(candidates + [best], key=problem.pattern_cost)
+        candidates += _neighbourhood(problem, pool, cand, var_of, again, deadline - audit_seconds,
+                                     deadline - audit_seconds, audit_seconds)
+    for pattern in candidates:
+        c = problem.pattern_cost(pattern)
+        if c < best_cost - _TOL:
+            best, best_cost = pattern, c
     rounds = 0
     status = "time limit"
     while True:
@@ -211,7 +303,7 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
         rounds += 1
         # three quarters of the time left per program: an answer the audit rejects still leaves time to complete it
         limit = room if room < 10 else max(10.0, room * 0.75)
-        sol = solve(_program(rows, cost), start=best[cand].astype(float), time_limit=limit, mip_rel_gap=mip_gap)
+        sol = solve(pool.program(), start=best[cand].astype(float), time_limit=limit, mip_rel_gap=mip_gap)
         if sol.bound is not None:
             lower_bound = max(lower_bound, sol.bound)
         if sol.x is None:
@@ -231,7 +323,7 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
                 lower_bound = max(lower_bound, min(best_cost, sol.objective if sol.objective is not None else 0.0))
             # no primary too narrow, so no new cut: the same program would give the same answer
             break
-        rows.extend(_cuts(problem, pattern, result, var_of))
+        pool.add(_cuts(problem, pattern, result, var_of))
         # completed by the fast mode with the answer hidden first. Not by the audit's repairs
         # alone (mend): on the 26,796-cell table an answer of 38,326 with 347 primary cells too
         # narrow was mended to 63,508, and completed by the fast mode to 41,773

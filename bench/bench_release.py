@@ -88,7 +88,6 @@ def run() -> dict:
         "left_out": [] if any(t.name == "hypercube" for t in spec.tables) else ["hypercube"],
         "rule": "threshold 0 < n < 3; zeros never suppressed; fast mode",
         "tabulate_seconds": round(tab_seconds, 2),
-        "note": "measured once on a machine shared with other jobs (2 cores); the lead re-measures",
     }
     started = time.perf_counter()
     joint = protect_release(tables, method, names=spec.names, wheres=wheres, same_codes=spec.same_codes)
@@ -169,7 +168,6 @@ def run_rounding() -> dict:
         "persons": data.n_persons,
         "tables": {t.name: {"by": list(t.by), "cells": tab.n_cells} for t, tab in zip(spec.tables, tables)},
         "base": 3, "steps": 0, "work_limit": method.work_limit,
-        "note": "measured once on a machine shared with other jobs (2 cores); the lead re-measures",
         "release": {
             "seconds": round(joint_seconds, 2),
             "cells": cells.n_cells,

@@ -10,10 +10,12 @@ defaults). For each of
 * ``baseline_gauss``: a straightforward implementation of the GaussSuppression algorithm
   (eager elimination on the cells-by-inner-cells model matrix, pivot on the first row, the
   "anySum" rule for the 1s) in this file, and the same pattern after tabsafe's audit;
-* ``optimal``: tabsafe's optimal mode (integer program + audit cuts, from the better of the fast
-  pattern and the decomposition along the hierarchy): objective (the pattern's cost: value
-  suppressed by secondary cells, with a tie-break), the program's lower bound, the gap, and the
-  fast and decomposition patterns' costs — the measured comparison of fast vs optimal;
+* ``optimal``: tabsafe's optimal mode in 120 s (integer program with capacity cuts from the
+  interval audit, from the fast pattern: a neighbourhood search, the root cut loop, integer
+  rounds, then the decomposition along the hierarchy with any time left): objective (the
+  pattern's cost: value suppressed by secondary cells, with a tie-break), the program's lower
+  bound, the gap, and the fast (and decomposition) patterns' costs — the measured comparison of
+  fast vs optimal;
 
 it reports cells and value suppressed, seconds, and how many primary cells an intruder can
 recompute exactly (LP interval audit). A second table has about the shape of the reference

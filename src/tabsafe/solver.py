@@ -20,7 +20,7 @@ import scipy.sparse as sp
 
 INF = math.inf
 
-__all__ = ["Relaxation", "Extreme", "ExtremeSolver", "LinearProgram", "Solution", "solve"]
+__all__ = ["Extreme", "ExtremeSolver", "LinearProgram", "Relaxation", "Solution", "solve"]
 
 
 @dataclass(frozen=True, eq=False)

@@ -228,6 +228,7 @@ def feasibility_intervals(
     A_S = sp.csr_matrix(A_S[rows])
     b = -(A[rows][:, P] @ values[P]) if P.size else np.zeros(rows.size)
     A_P = sp.csr_matrix(A[rows][:, P]) if P.size else None
+    room = values - lb  # how far each cell can move down: the capacities of narrow cells
     for cols, crow in independent_parts(A_S):
         cells = S[cols]
         want = np.flatnonzero(target_mask[cells])
@@ -273,7 +274,7 @@ def feasibility_intervals(
             lo[cell], hi[cell] = (lb[cell] if low is None else low.value), high.value
             exact[cell] = True
             if req[cell] > 0 and hi[cell] - lo[cell] < req[cell] - _TOL:
-                idx, c = capacity(A, rows[crow], cell, values - lb, suppressed, (low, high))
+                idx, c = capacity(A, rows[crow], cell, room, suppressed, (low, high))
                 capacities[cell] = (idx, c)
                 holders[cell] = idx[~suppressed[idx]]
         settled = ~exact[cells[want]]

@@ -33,10 +33,11 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from tabsafe import params as _params
+from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, param
 from tabsafe.model.result import MicrodataProtection, Protection, Release, Report
 from tabsafe.model.spec import KeySpec
@@ -49,6 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
 
 __all__ = [
+    "Capabilities",
     "CellDistribution",
     "Examples",
     "MAX_SEED",
@@ -57,6 +59,7 @@ __all__ = [
     "MicrodataOutcome",
     "Needs",
     "Outcome",
+    "Reading",
     "TableMethod",
     "check_seed",
     "draw_seed",
@@ -172,8 +175,18 @@ class Method:
     name: ClassVar[str] = ""
     #: "table" or "microdata"
     kind: ClassVar[str] = ""
-    #: whether the result depends on the seed
-    random: ClassVar[bool] = False
+    #: what the method promises with its default parameters (:mod:`tabsafe.capabilities`);
+    #: :meth:`capabilities` refines it where a parameter changes a promise
+    declared: ClassVar[Capabilities] = Capabilities()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # a class written before capabilities were declared says ``random = True``: read it as
+        # the declaration it is, so that ``random`` has one source (the capabilities)
+        legacy = vars(cls).get("random")
+        if isinstance(legacy, bool):
+            cls.declared = replace(cls.declared, random=legacy)
+            delattr(cls, "random")
 
     def __post_init__(self) -> None:
         _params.check_all(self)
@@ -212,6 +225,25 @@ class Method:
     def needs(self) -> Needs:
         """What tabulation must provide (keys, sums, microdata)."""
         return Needs()
+
+    # -- the promised side ------------------------------------------------------------------
+    def capabilities(self) -> Capabilities:
+        """What this method, with these parameters, promises (:class:`~tabsafe.capabilities.
+        Capabilities`): the class's ``declared`` value with the stage its base class sets.
+        Override (calling ``super()``) where a parameter changes a promise; the contract suite
+        checks every promise made."""
+        return replace(self.declared, stage="micro" if self.kind == "microdata" else "table")
+
+    @property
+    def random(self) -> bool:
+        """Whether the result depends on the seed (read from :meth:`capabilities`)."""
+        return self.capabilities().random
+
+    def reading(self) -> Reading:
+        """How an intruder reads a published value (hidden cells' least value, rounding base):
+        what the release audit of the published files may assume. Methods that hide cells or
+        publish multiples of a base say so."""
+        return Reading()
 
     def memory_estimate(self, table: Table) -> int:
         """Bytes the method needs on ``table`` by its memory model (checked against the job's

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tabsafe import progress
+from tabsafe.capabilities import Capabilities, chain_capabilities
 from tabsafe.errors import InputError
 from tabsafe.method import Method, MicrodataMethod, Needs, TableMethod, check_seed, draw_seed
 from tabsafe.model.microdata import ArrowSource, FileSource, InnerCells, Microdata
@@ -60,7 +61,11 @@ class Chain:
 
     @property
     def random(self) -> bool:
-        return any(m.random for m in self.methods)
+        return self.capabilities().random
+
+    def capabilities(self) -> Capabilities:
+        """What the chain promises as a whole (:func:`tabsafe.capabilities.chain_capabilities`)."""
+        return chain_capabilities(self.methods)
 
     def needs(self) -> Needs:
         """What tabulation must give the table steps (the first step's key wins)."""

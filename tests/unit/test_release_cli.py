@@ -7,14 +7,19 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 import pytest
 import yaml
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.cli import main
+from tabsafe.method import Examples, Outcome, TableMethod
+from tabsafe.params import Int, parameter
 
 H = ("area=hierarchies/area.hrc", "age=hierarchies/age.yaml")
 
@@ -214,44 +219,55 @@ def test_audit_of_a_rounded_table_uses_the_base(tmp_path: Path, capsys) -> None:
 
 
 def test_a_method_inconsistent_across_tables_is_refused(small_census) -> None:
-    """A method that protects each table alone must give a shared cell one value in every table."""
-    from dataclasses import dataclass
-    from typing import ClassVar
-
+    """A method that protects each table alone must give a shared cell one value in every table:
+    one that does not declare itself consistent is refused before any work; one that declares it
+    and breaks it is caught on the shared cells, and nothing is returned."""
     from tabsafe import Microdata, tabulate
-    from tabsafe.errors import MethodError
+    from tabsafe.errors import InputError, MethodError
     from tabsafe.io import read_meta
-    from tabsafe.method import Examples, Outcome, TableMethod
-    from tabsafe.params import Int, parameter
     from tabsafe.release import protect_release
-
-    @dataclass(frozen=True, kw_only=True)
-    class Jitter(TableMethod):
-        """Adds noise drawn afresh for every table.
-
-        Attributes:
-            amount: the largest change.
-        """
-
-        name: ClassVar[str] = "jitter"
-        random: ClassVar[bool] = True
-        amount: int = parameter(1, check=Int(min=0))
-
-        @classmethod
-        def examples(cls) -> Examples:  # pragma: no cover - not registered
-            return Examples(typical=(cls(),))
-
-        def apply(self, table, seed):
-            rng = np.random.default_rng([seed, table.n_cells])
-            noise = rng.integers(-self.amount, self.amount + 1, table.n_stored)
-            return Outcome(cells=table, release={"count": np.maximum(table.counts + noise, 0)})
 
     md = Microdata.from_file(small_census.persons, codelists=read_meta(small_census.meta))
     tables = [tabulate(md, ["region", "sex"]), tabulate(md, ["region", "age"])]
+    with pytest.raises(InputError, match="neither joint .* nor consistent"):
+        protect_release(tables, _Jitter(), names=["rs", "ra"], seed=1)
     with pytest.raises(MethodError, match="consistent across tables"):
-        protect_release(tables, Jitter(), names=["rs", "ra"], seed=1)
-    same = protect_release(tables, Jitter(amount=0), names=["rs", "ra"], seed=1)
+        protect_release(tables, _ClaimsConsistentJitter(), names=["rs", "ra"], seed=1)
+    same = protect_release(tables, _ClaimsConsistentJitter(amount=0), names=["rs", "ra"], seed=1)
     assert same.report.seed == 1 and same.report.figures["tables"] == 2
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Jitter(TableMethod):
+    """Adds noise drawn afresh for every table.
+
+    Attributes:
+        amount: the largest change.
+    """
+
+    name: ClassVar[str] = "jitter"
+    declared: ClassVar[Capabilities] = Capabilities(random=True)
+    amount: int = parameter(1, check=Int(min=0))
+
+    @classmethod
+    def examples(cls) -> Examples:  # pragma: no cover - not registered
+        return Examples(typical=(cls(),))
+
+    def apply(self, table: Any, seed: int | None) -> Outcome:
+        rng = np.random.default_rng([seed, table.n_cells])
+        noise = rng.integers(-self.amount, self.amount + 1, table.n_stored)
+        return Outcome(cells=table, release={"count": np.maximum(table.counts + noise, 0)})
+
+
+@dataclass(frozen=True, kw_only=True)
+class _ClaimsConsistentJitter(_Jitter):
+    """Adds noise drawn afresh for every table, and claims the same cell gets the same value.
+
+    Attributes:
+        amount: the largest change.
+    """
+
+    declared: ClassVar[Capabilities] = Capabilities(random=True, consistent=True)
 
 
 def test_no_suppressed_cell_is_derivable(census24, tmp_path: Path, capsys) -> None:

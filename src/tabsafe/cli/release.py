@@ -149,11 +149,11 @@ def run_protect(args: argparse.Namespace) -> int:
                     out.write_arrow(paths[t.name], release_arrow(p.release, zero_cells=args.zero_cells))
                 if t.name in evals:
                     out.write_arrow(evals[t.name], evaluation_arrow(p.evaluation, zero_cells=args.zero_cells))
-            if hasattr(method, "suppressed_min"):  # what the audit of the files may assume
-                spec = dataclasses.replace(spec, suppressed_min=method.suppressed_min)
-            published_base = getattr(method, "published_base", None)
-            if published_base is not None:  # rounded tables: the audit reads each value as an interval
-                spec = dataclasses.replace(spec, tables=tuple(dataclasses.replace(t, base=published_base)
+            reading = method.reading()  # what the audit of the files may assume
+            if reading.hidden_min is not None:
+                spec = dataclasses.replace(spec, suppressed_min=reading.hidden_min)
+            if reading.base is not None:  # rounded tables: the audit reads each value as an interval
+                spec = dataclasses.replace(spec, tables=tuple(dataclasses.replace(t, base=reading.base)
                                                               for t in spec.tables))
             doc = spec.to_mapping(base=out_dir, files={k: str(v) for k, v in paths.items()})
             doc = {"description": f"release protected with {method.name}", **doc}

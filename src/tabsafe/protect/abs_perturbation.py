@@ -38,11 +38,12 @@ cells above) get independent perturbations, as §4's differencing analysis assum
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.spec import DEFAULT_KEY_DIGITS, KeySpec
@@ -191,10 +192,15 @@ class AbsPerturbation(TableMethod):
     key: str = parameter("rkey", check=Text(identifier=True))
     key_digits: int = parameter(DEFAULT_KEY_DIGITS, check=Int(min=1, max=15))
 
-    @property
-    def random(self) -> bool:  # type: ignore[override]
-        """The seed matters only to the independent form; the consistent one draws from keys."""
-        return not self.consistent
+    #: margins are sums of the perturbed inner cells
+    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True)
+
+    def capabilities(self) -> Capabilities:
+        """The seed matters only to the independent form; the consistent one draws each inner
+        cell from its cell key. Not consistent across tables even then: a margin is the sum of
+        the table's perturbed inner cells, so the same margin differs between tables with other
+        inner cells (issue #31)."""
+        return replace(super().capabilities(), random=not self.consistent)
 
     @property
     def key_spec(self) -> KeySpec:

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Int, Optional, Real, parameter
@@ -574,6 +575,8 @@ class Additivity(TableMethod):
     """
 
     name: ClassVar[str] = "additivity"
+    #: restores additivity; an additive table comes back as it was
+    declared: ClassVar[Capabilities] = Capabilities(additive=True, publishes_unchanged=True)
 
     fixed: tuple[tuple[str, ...], ...] | None = parameter(None, check=Optional(MarginList()))
     fixed_margins: bool = parameter(False, check=Bool())

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Real, parameter
 from tabsafe.protect._margins import totals_from_inner
@@ -58,7 +59,8 @@ class Barnardisation(TableMethod):
     """
 
     name: ClassVar[str] = "barnardisation"
-    random: ClassVar[bool] = True
+    #: margins are sums of the perturbed inner cells
+    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True)
 
     p: float = parameter(check=Real(min=0, max=1))
 

@@ -13,12 +13,13 @@ magnitude over perturbed count (seed 000 §5.7, Tables 5.23/5.24), never over th
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.spec import DEFAULT_KEY_DIGITS, KeySpec
@@ -86,6 +87,9 @@ class CellKeyMethod(TableMethod):
     """
 
     name: ClassVar[str] = "ckm"
+    #: the noise is a function of the cell key (the records' keys): the same cell gets the same
+    #: value in every table and every run, whatever the seed
+    declared: ClassVar[Capabilities] = Capabilities(consistent=True)
 
     ptable: Any = parameter(None, check=Optional(PTableSource()))
     max_noise: int | None = parameter(None, check=Optional(Int(min=1, max=100)))
@@ -144,6 +148,9 @@ class CellKeyMethod(TableMethod):
         if self.abs_modulus is not None:
             return KeySpec(column=self.key, modulus=self.abs_modulus)
         return KeySpec(column=self.key, digits=self.key_digits)
+
+    def capabilities(self) -> Capabilities:
+        return replace(super().capabilities(), magnitudes=self.magnitude is not None)
 
     def needs(self) -> Needs:
         sums = (self.magnitude,) if self.magnitude else ()

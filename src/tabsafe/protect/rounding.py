@@ -34,12 +34,13 @@ the stored cells only. Semi-controlled rounding, small cell adjustment and exist
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.spec import KeySpec
@@ -174,7 +175,7 @@ class Rounding(TableMethod):
     """
 
     name: ClassVar[str] = "round"
-    random: ClassVar[bool] = True
+    declared: ClassVar[Capabilities] = Capabilities(random=True)
 
     mode: Mode = parameter(Mode.RANDOM, check=ModeChoice(Mode))
     base: int = parameter(3, check=Int(min=1))
@@ -189,6 +190,26 @@ class Rounding(TableMethod):
         if self.intervals and self.mode is Mode.SMALL_CELL:
             raise InputError(f"{param('intervals')} are defined for modes that round every cell to a multiple of "
                              f"the base; got {param('intervals')} with {param('mode')} small-cell")
+
+    def capabilities(self) -> Capabilities:
+        """Conventional and consistent rounding are functions of the cell (its count; its cell
+        key): consistent and not random. Random, semi-controlled and small-cell rounding draw from
+        the seed. Small-cell rounding's margins are sums of its inner cells (additive) and it
+        leaves counts of at least the base as they are; semi-controlled and small-cell rounding
+        and existence intervals work on the whole grid."""
+        mode = self.mode
+        return replace(
+            super().capabilities(),
+            random=mode in (Mode.RANDOM, Mode.SEMI_CONTROLLED, Mode.SMALL_CELL),
+            consistent=mode in (Mode.CONVENTIONAL, Mode.CONSISTENT),
+            additive=mode is Mode.SMALL_CELL,
+            publishes_unchanged=mode is Mode.SMALL_CELL,
+            needs_grid=mode in (Mode.SEMI_CONTROLLED, Mode.SMALL_CELL) or self.intervals,
+        )
+
+    def reading(self) -> Reading:
+        """Every mode but small-cell publishes multiples of the base."""
+        return Reading(base=None if self.mode is Mode.SMALL_CELL else int(self.base))
 
     def needs(self) -> Needs:
         if self.mode is Mode.CONSISTENT:

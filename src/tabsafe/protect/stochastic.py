@@ -46,12 +46,13 @@ Choices of tabsafe, each a parameter:
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Choice, Int, Optional, Real, Text, parameter
@@ -243,7 +244,7 @@ class Stochastic(TableMethod):
     """
 
     name: ClassVar[str] = "stochastic"
-    random: ClassVar[bool] = True
+    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True)
 
     cap: int = parameter(10, check=Int(min=1, max=100))
     above: str = parameter("keep", check=Choice(("keep", "last-row")))
@@ -280,6 +281,11 @@ class Stochastic(TableMethod):
                      cls(fit=(("area",), ("sex",)))),
             identity=cls(stay=1.0),
         )
+
+    def capabilities(self) -> Capabilities:
+        """With ``zeros`` empty cells are a state of the chain, and ``fit`` rounds the fitted dense
+        grid: either works on the whole grid."""
+        return replace(super().capabilities(), needs_grid=self.zeros or bool(self.fit))
 
     def memory_estimate(self, table: Table) -> int:
         inner = 1

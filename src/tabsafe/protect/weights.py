@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import pyarrow as pa
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, MicrodataMethod, MicrodataOutcome
 from tabsafe.params import Real, Text, TextList, parameter
@@ -98,7 +99,7 @@ class PerturbationWeights(MicrodataMethod):
     """
 
     name: ClassVar[str] = "weights"
-    random: ClassVar[bool] = True
+    declared: ClassVar[Capabilities] = Capabilities(random=True)
 
     strata: tuple[str, ...] = parameter(("small_area", "household_size"), check=TextList())
     household: str = parameter("household_id", check=Text(identifier=True))

@@ -1,16 +1,16 @@
 """Protecting a release: every table of it at once, with one method.
 
-A method that can protect a release jointly (it has ``protect_release(cells, *, seed)``, a
-small protocol — cell suppression and controlled rounding do) gets the union of the tables'
+A method that declares itself ``joint`` (:mod:`tabsafe.capabilities`; it then has
+``protect_release(cells, *, seed)``, a small protocol — cell suppression and controlled rounding) gets the union of the tables'
 cells and relations (:class:`~tabsafe.release.cells.ReleaseCells`): a shared cell has one status
 (suppression) or one rounded value (controlled rounding: one program over the release's cells
 with every table's relations, so every table is additive) in every table.
-Any other method protects each table alone; the release is refused if a cell the tables share
-comes out different in two of them (a random rounding would tell an intruder two draws of one
-cell), so only methods consistent by construction pass (the cell key method: the same records
-give the same key, hence the same noise, in every table).
+A method that declares itself ``consistent`` protects each table alone (the cell key method: the
+same records give the same key, hence the same noise, in every table); the release is still
+refused if a cell the tables share comes out different in two of them. Any other method is
+refused before any work (a random rounding would tell an intruder two draws of one cell).
 
-Cell suppression is then audited as published (:mod:`tabsafe.risk.release_audit`, the
+A method that ``hides`` cells (cell suppression) is then audited as published (:mod:`tabsafe.risk.release_audit`, the
 intruder's interval programs over all tables at once, on the published values only): a release
 in which a primary cell is narrower than its protection is refused, not written.
 """
@@ -34,7 +34,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.microdata import InnerCells, Microdata
     from tabsafe.risk.release_audit import ReleaseAudit
 
-__all__ = ["JointMethod", "ReleaseProtection", "protect_release", "tabulate_release"]
+__all__ = ["HidingMethod", "JointMethod", "ReleaseProtection", "protect_release", "tabulate_release"]
 
 
 @runtime_checkable
@@ -42,6 +42,15 @@ class JointMethod(Protocol):
     """A method that protects the tables of a release together."""
 
     def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        ...  # pragma: no cover
+
+
+@runtime_checkable
+class HidingMethod(Protocol):
+    """A method that hides cells (``Capabilities.hides``) states the protection each hidden
+    primary cell needs, which the release audit checks."""
+
+    def required(self, values: np.ndarray) -> np.ndarray | float:
         ...  # pragma: no cover
 
 
@@ -112,17 +121,28 @@ def protect_release(
     names = tuple(names) if names is not None else tuple(f"table {i + 1}" for i in range(len(tables)))
     wheres = tuple(coerce(w) for w in wheres) if wheres is not None else (None,) * len(tables)
     cells = ReleaseCells.build(tables, names=names, wheres=wheres, same_codes=same_codes)
+    caps = method.capabilities()
+    if not (caps.joint or caps.consistent):
+        other = (f"; {method.name!r} is joint with other parameters" if type(method).declared.joint
+                 else "; use a joint or consistent method (e.g. suppress, controlled-round, ckm)")
+        raise InputError(
+            f"method {method.name!r} with these parameters is neither joint (one problem over the release) nor "
+            "consistent (the same cell, the same value in every table): its tables would publish shared cells "
+            f"differently{other}")
     cells.combine("count")  # tables of one data set agree on every shared cell
-    if isinstance(method, JointMethod):
+    if caps.joint:
+        if not isinstance(method, JointMethod):
+            raise TypeError(f"method {method.name!r} declares 'joint' but has no protect_release()")
         protections, report = method.protect_release(cells, seed=seed)
-        audit = _audit(cells, protections, method)
+        audit = _audit(cells, protections, method) if caps.hides else None
         return ReleaseProtection(names, protections, report, cells, audit)
     from tabsafe.method import check_seed, draw_seed
 
     used = check_seed(seed) if method.random else None
     if method.random and used is None:
         used = draw_seed()
-    # one seed for every table: a method consistent by construction gives a shared cell one value
+    # one seed for every table: a method consistent by construction gives a shared cell one value;
+    # checked all the same, so that a method that declares consistency and breaks it writes nothing
     protections = tuple(method.protect(t, seed=used) for t in cells.tables)
     _check_consistent(cells, protections, method)
     figures = {name: dict(p.report.figures) for name, p in zip(names, protections)}
@@ -158,15 +178,15 @@ def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) 
     cell must keep its protection."""
     from tabsafe.risk.release_audit import audit_release, published_bounds
 
-    if not all(p.release.table.has("status") and p.evaluation.has("reason") for p in protections):
-        return None
+    if not isinstance(method, HidingMethod):
+        raise TypeError(f"method {method.name!r} declares 'hides' but states no required protection (required())")
     published = [np.asarray(p.release.table.column("count"), dtype=np.float64) for p in protections]
-    suppressed_min = getattr(method, "suppressed_min", 1.0)
-    lo, hi = published_bounds(cells, published, suppressed_min=suppressed_min)
+    hidden_min = method.reading().hidden_min
+    lo, hi = published_bounds(cells, published, suppressed_min=1.0 if hidden_min is None else hidden_min)
     primary = np.zeros(cells.n_cells, dtype=bool)
     for p, rows in zip(protections, cells.cells):
         primary[rows[np.asarray(p.evaluation.column("reason")) == "primary"]] = True
-    required = method.required(cells.combine("count")) if hasattr(method, "required") else 1.0
+    required = method.required(cells.combine("count"))
     audit = audit_release(cells, lo, hi, required=required, targets=primary, published=published)
     if not audit.passed:
         e = audit.exposed[0]

@@ -221,6 +221,14 @@ class Builder:
             chain = Chain(tuple(methods))
             if chain.microdata_steps:
                 raise InputError("the service protects tables: microdata methods cannot be in its chain")
+            if not chain.capabilities().consistent:
+                # a value drawn per table or per query is averaged away by asking the same cells
+                # in many tables (seed 002 §5); only a cell-level function of the records holds
+                wrong = [m.name for m in chain.table_steps if not m.capabilities().consistent]
+                raise InputError(
+                    f"the table builder serves only methods consistent across tables (the same cell, the same "
+                    f"value in every table), so that averaging many answers cannot remove the noise; "
+                    f"{', '.join(repr(n) for n in wrong)} with these parameters is not (e.g. use ckm)")
             key = chain.needs().key
             if key is not None and key.scale != self.data.key_scale:
                 raise InputError("the chain's record keys differ from the prepared ones: prepare the data again")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Choice, Int, Optional, Real, parameter
@@ -76,7 +77,8 @@ class ControlledRounding(TableMethod):
     """
 
     name: ClassVar[str] = "controlled-round"
-    random: ClassVar[bool] = False
+    #: deterministic (a work budget, not a clock); additive; a release in one program
+    declared: ClassVar[Capabilities] = Capabilities(additive=True, joint=True, needs_grid=True)
 
     base: int = parameter(3, check=Int(min=1))
     steps: int = parameter(0, check=Int(min=0))
@@ -138,6 +140,15 @@ class ControlledRounding(TableMethod):
             evaluation = Table(dense.dimensions, dense.ids, {"count": dense.counts, "original": dense.counts}, meta)
             out.append(Protection(release=Release(release), evaluation=evaluation, report=report))
         return tuple(out), report
+
+    def capabilities(self) -> Capabilities:
+        """RAPID rounding is defined on one table's inner cells: not for a release."""
+        return replace(super().capabilities(), joint=self.solution is not SolutionKind.RAPID)
+
+    def reading(self) -> Reading:
+        """A published value ``r`` lies in ``[r − B + 1, r + B − 1]``, ``B = (steps + 1)·base``
+        (:attr:`published_base`)."""
+        return Reading(base=self.published_base)
 
     @property
     def published_base(self) -> int:

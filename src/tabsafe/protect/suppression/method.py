@@ -17,6 +17,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.model.result import Protection, Release, Report
@@ -77,6 +78,9 @@ class CellSuppression(TableMethod):
     """
 
     name: ClassVar[str] = "suppress"
+    #: deterministic; hides cells; a release in one problem; publishes the other cells unchanged
+    declared: ClassVar[Capabilities] = Capabilities(joint=True, hides=True, publishes_unchanged=True,
+                                                    needs_grid=True)
 
     min_freq: float | None = parameter(3, check=_COUNT)
     t_abs: float | None = parameter(None, check=_COUNT)
@@ -169,6 +173,10 @@ class CellSuppression(TableMethod):
         release, evaluation = suppression_columns(dense.counts, result.reason)
         return Outcome(cells=dense, release=release, evaluation=evaluation, figures=result.figures,
                        private=result.private, notes=self.notes())
+
+    def reading(self) -> Reading:
+        """A hidden cell is at least :attr:`suppressed_min`."""
+        return Reading(hidden_min=self.suppressed_min)
 
     @property
     def suppressed_min(self) -> float:

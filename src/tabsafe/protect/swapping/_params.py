@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, param
 from tabsafe.method import MicrodataMethod, MicrodataOutcome
 from tabsafe.params import _NAME, Constraint, Optional, Real, Text, TextList, parameter
@@ -63,7 +64,7 @@ class SwapMethod(MicrodataMethod):
             its own.
     """
 
-    random: ClassVar[bool] = True
+    declared: ClassVar[Capabilities] = Capabilities(random=True)
 
     geography: tuple[str, ...] = parameter(check=TextList())
     similar: tuple[tuple[str, ...], ...] = parameter((), check=Profiles())

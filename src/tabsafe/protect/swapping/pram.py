@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
+from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, MicrodataMethod, MicrodataOutcome
 from tabsafe.params import File, Optional, Real, Text, TextList, parameter
@@ -160,7 +161,7 @@ class Pram(MicrodataMethod):
     """
 
     name: ClassVar[str] = "pram"
-    random: ClassVar[bool] = True
+    declared: ClassVar[Capabilities] = Capabilities(random=True)
 
     variable: str = parameter(check=Text(identifier=True))
     within: tuple[str, ...] = parameter((), check=TextList(min_items=0))

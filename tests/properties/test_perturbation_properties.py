@@ -68,7 +68,7 @@ def sums_of_inner(t: ts.Table) -> np.ndarray:
 
 
 @given(inner_counts, st.floats(0.0, 1.0))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_barnardisation_moves_nonzero_inner_cells_by_one_and_adds_up(counts: np.ndarray, p: float) -> None:
     t = table_of(counts)
     out = released(Barnardisation(p=p), t)
@@ -126,7 +126,7 @@ def test_abs_unbiased_with_variance_two_min_n_x(form: str, x: float) -> None:
 
 
 @given(inner_counts, st.floats(0.0, 6.0), st.booleans())
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 def test_abs_zeros_stay_zero_margins_are_sums(counts: np.ndarray, x: float, consistent: bool) -> None:
     method = AbsPerturbation(x=x, consistent=consistent)
     if consistent:
@@ -188,7 +188,7 @@ def test_abs_consistent_form_same_records_same_value_in_two_tables() -> None:
 
 
 @given(st.lists(st.integers(0, 500), min_size=2, max_size=12), st.floats(0.05, 1.0), st.integers(1, 4))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_invariant_matrix_keeps_the_frequencies(t: list[int], stay: float, step: int) -> None:
     t = np.array(t, dtype=np.float64)
     R = invariant_matrix(base_matrix(np.arange(t.size), stay=stay, max_step=step), t)
@@ -198,7 +198,7 @@ def test_invariant_matrix_keeps_the_frequencies(t: list[int], stay: float, step:
 
 
 @given(st.lists(st.integers(0, 60), min_size=2, max_size=10), st.floats(0.1, 0.95), st.integers(0, 2**32 - 1))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_cox_rounding_keeps_every_row_and_column_sum(t: list[int], stay: float, seed: int) -> None:
     t = np.array(t, dtype=np.float64)
     M = t[:, None] * invariant_matrix(base_matrix(np.arange(t.size), stay=stay, max_step=2), t)
@@ -222,7 +222,7 @@ def test_cox_rounding_is_unbiased() -> None:
 @given(st.lists(st.integers(0, 14), min_size=N_INNER, max_size=N_INNER).map(np.array), st.integers(0, 2**32 - 1),
        st.sampled_from([Stochastic(), Stochastic(cap=6, above="last-row", stay=0.4, max_step=2),
                         Stochastic(cap=5, zeros=True, control="area"), Stochastic(control="sex", stay=0.5)]))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_stochastic_keeps_total_and_each_values_count_exactly(counts: np.ndarray, seed: int, method: Stochastic) -> None:
     t = table_of(counts)
     out = released(method, t, seed)
@@ -293,7 +293,7 @@ def noisy(counts: np.ndarray, rng: np.random.Generator, by: tuple[str, ...] = ("
 
 
 @given(inner_counts, st.integers(0, 2**32 - 1), st.booleans())
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_additivity_restores_additivity_keeping_zeros_and_fixed_margins(counts, seed: int, fix: bool) -> None:
     rng = np.random.default_rng(seed)
     t = noisy(counts, rng)

@@ -34,7 +34,7 @@ def test_an_interval_audit_after_an_integer_program_in_one_process():
     assert run.stdout.strip().splitlines()[-1] == "5.0"
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(seed=st.integers(0, 2**31 - 1), steps=st.integers(1, 4))
 def test_a_relaxation_grown_by_rows_solves_as_the_grown_program(seed: int, steps: int) -> None:
     """:class:`Relaxation` re-solves from its last basis after rows are added; each optimum is

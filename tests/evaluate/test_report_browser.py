@@ -14,11 +14,11 @@ import pytest
 import yaml
 
 from tabsafe.cli import main
+from tests.chromium import CHROMIUM, DRIVER, require_chromium
 
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 SWAP = {"geography": ["region", "area"], "risk_vars": ["sex", "age"], "k": 2, "swaprate": 0.05,
         "similar": [["household_size"]]}
@@ -41,8 +41,7 @@ SETTINGS = [
 
 @pytest.fixture()
 def browser():
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.skip("Debian's chromium and chromium-driver are missing: run scripts/ensure-chromium")
+    require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -32,7 +32,7 @@ def _protect(df: pd.DataFrame, by: list[str], **kw) -> ts.Table:
 
 
 @given(records())
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 def test_same_records_same_value_in_any_table(df: pd.DataFrame) -> None:
     """The margin a × Total of table (a, b) and the cells a of table (a, c) and of table (a)
     hold the same records, so they must be published with the same value."""
@@ -50,7 +50,7 @@ def test_same_records_same_value_in_any_table(df: pd.DataFrame) -> None:
 
 
 @given(records())
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 def test_never_negative_never_in_1_to_js(df: pd.DataFrame) -> None:
     t = _protect(df, ["a", "b", "c"])
     out = t.column("count")

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import scipy.optimize as so
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tabsafe as ts
@@ -25,7 +25,7 @@ from tabsafe.protect.controlled_rounding.steps import objective, step_range, vio
 from tabsafe.protect.controlled_rounding.work import Effort, Limits, Work
 from tabsafe.solver import Solution
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=25)
 #: forces the large-table path (LP relaxation, sequential rounding, neighbourhood search)
 LARGE = Tuning(direct_vars=0)
 
@@ -129,7 +129,7 @@ def test_controlled_rounding_is_optimal_or_provably_impossible(t: ts.Table, base
         assert res.objective == best
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=6)
 @given(seed=st.integers(0, 10_000), hierarchical=st.booleans())
 def test_sequential_rounding_is_additive_and_within_the_steps(seed: int, hierarchical: bool) -> None:
     """The sequential path (LP relaxation, then slice by slice along the longest variable, the
@@ -157,7 +157,7 @@ def test_sequential_rounding_is_close_to_the_lp_bound() -> None:
     assert res.gap < 0.03, res
 
 
-@settings(max_examples=8, deadline=None)
+@settings(max_examples=8)
 @given(seed=st.integers(0, 10_000), steps=st.sampled_from([1, 2]), cells=st.sampled_from([12, 40, 2_000]))
 def test_neighbourhood_search_repairs_and_improves(seed: int, steps: int, cells: int) -> None:
     """From RAPID (additive, but its margins often beyond the steps) the neighbourhood search
@@ -193,7 +193,7 @@ def test_neighbourhood_search_reaches_the_optimum_of_a_small_table() -> None:
     assert objective(problem.z, out.values) == reference_optimum(t, 3, 1)
 
 
-@settings(max_examples=12, deadline=None)
+@settings(max_examples=12)
 @given(seed=st.integers(0, 10_000), steps=st.sampled_from([1, 2]), hierarchical=st.booleans(),
        part_cells=st.sampled_from([12, 30, 80]))
 def test_partitioned_rounding_is_additive_and_within_the_steps(

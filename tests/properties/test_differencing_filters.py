@@ -113,7 +113,7 @@ def test_the_audit_admits_what_the_engine_selects(release: tuple[str, Path], whe
     _check(release, where)
 
 
-@settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=8, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
 def test_random_filters_admit_what_the_engine_selects(release: tuple[str, Path], data: st.DataObject) -> None:
     _check(release, data.draw(_filters(release[0])))

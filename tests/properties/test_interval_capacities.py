@@ -8,7 +8,7 @@ a cut that removed a protected pattern would make its bound a lie)."""
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
@@ -31,7 +31,7 @@ def _width(A: np.ndarray, counts: np.ndarray, suppressed: np.ndarray, lower: flo
     return np.inf if hi.status == 3 else -hi.fun - lo.fun
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(table=tables(), lower=st.sampled_from([0.0, 1.0]), seed=st.integers(0, 2**31 - 1),
        share=st.sampled_from([0.2, 0.4]))
 def test_capacities_bound_the_width_under_every_pattern(table: Table, lower: float, seed: int, share: float) -> None:

@@ -7,7 +7,7 @@ and maximum are those of the intruder's program written out here, for counts ≥
 from __future__ import annotations
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
@@ -16,7 +16,7 @@ from tabsafe.risk.intervals import feasibility_intervals
 from tests.properties.test_suppression_properties import tables
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(table=tables(), lower=st.sampled_from([0.0, 1.0]), seed=st.integers(0, 2**31 - 1), share=st.sampled_from([0.2, 0.4]))
 def test_intervals_are_the_linear_programs_extremes(table: Table, lower: float, seed: int, share: float) -> None:
     counts = np.asarray(table.counts, dtype=np.float64)

@@ -27,7 +27,7 @@ def _dense(basis: list[dict[int, float]], n: int) -> np.ndarray:
     return out
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=25, suppress_health_check=[HealthCheck.data_too_large])
 @given(release=releases(), zeros_published=st.booleans())
 def test_joint_basis_spans_the_release_additive_vectors(release, zeros_published: bool) -> None:
     data, tables = release

@@ -68,7 +68,7 @@ def sums_of_inner(t: ts.Table) -> np.ndarray:
 
 
 @given(inner_counts, st.floats(0.0, 1.0))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_barnardisation_moves_nonzero_inner_cells_by_one_and_adds_up(counts: np.ndarray, p: float) -> None:
     t = table_of(counts)
     out = released(Barnardisation(p=p), t)
@@ -126,7 +126,7 @@ def test_abs_unbiased_with_variance_two_min_n_x(form: str, x: float) -> None:
 
 
 @given(inner_counts, st.floats(0.0, 6.0), st.booleans())
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 def test_abs_zeros_stay_zero_margins_are_sums(counts: np.ndarray, x: float, consistent: bool) -> None:
     method = AbsPerturbation(x=x, consistent=consistent)
     if consistent:
@@ -188,7 +188,7 @@ def test_abs_consistent_form_same_records_same_value_in_two_tables() -> None:
 
 
 @given(st.lists(st.integers(0, 500), min_size=2, max_size=12), st.floats(0.05, 1.0), st.integers(1, 4))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_invariant_matrix_keeps_the_frequencies(t: list[int], stay: float, step: int) -> None:
     t = np.array(t, dtype=np.float64)
     R = invariant_matrix(base_matrix(np.arange(t.size), stay=stay, max_step=step), t)
@@ -198,7 +198,7 @@ def test_invariant_matrix_keeps_the_frequencies(t: list[int], stay: float, step:
 
 
 @given(st.lists(st.integers(0, 60), min_size=2, max_size=10), st.floats(0.1, 0.95), st.integers(0, 2**32 - 1))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_cox_rounding_keeps_every_row_and_column_sum(t: list[int], stay: float, seed: int) -> None:
     t = np.array(t, dtype=np.float64)
     M = t[:, None] * invariant_matrix(base_matrix(np.arange(t.size), stay=stay, max_step=2), t)
@@ -222,7 +222,7 @@ def test_cox_rounding_is_unbiased() -> None:
 @given(st.lists(st.integers(0, 14), min_size=N_INNER, max_size=N_INNER).map(np.array), st.integers(0, 2**32 - 1),
        st.sampled_from([Stochastic(), Stochastic(cap=6, above="last-row", stay=0.4, max_step=2),
                         Stochastic(cap=5, zeros=True, control="area"), Stochastic(control="sex", stay=0.5)]))
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 def test_stochastic_keeps_total_and_each_values_count_exactly(counts: np.ndarray, seed: int, method: Stochastic) -> None:
     t = table_of(counts)
     out = released(method, t, seed)
@@ -293,7 +293,7 @@ def noisy(counts: np.ndarray, rng: np.random.Generator, by: tuple[str, ...] = ("
 
 
 @given(inner_counts, st.integers(0, 2**32 - 1), st.booleans())
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_additivity_restores_additivity_keeping_zeros_and_fixed_margins(counts, seed: int, fix: bool) -> None:
     rng = np.random.default_rng(seed)
     t = noisy(counts, rng)
@@ -357,7 +357,7 @@ def test_additivity_in_parts_reaches_the_lp_bound(small_census) -> None:
     ck = CellKeyMethod(max_noise=3, variance=2)
     t = ts.tabulate(md, ["area", "age", "sex"], hierarchies={"area": area}, key=ck.needs().key)
     noisy_table = ck.protect(t).release.table
-    res = restore_additivity(noisy_table, part_cells=300, time_limit=60)
+    res = restore_additivity(noisy_table, part_cells=300, time_limit=600)  # an outer guard (0.7 s CPU)
     assert_additive(res.cells.with_values(count=res.values))
     assert res.bound_kind == "lp" and any("parts" in n for n in res.notes) and res.programs >= 1
     assert res.objective <= res.lower_bound + 0.001 * res.lower_bound, (res.objective, res.lower_bound)
@@ -433,9 +433,11 @@ def test_weights_whole_households_and_tables_as_weighted_sums() -> None:
 def test_additivity_without_the_lp_descends_cell_by_cell_close_to_the_bound(small_census, monkeypatch) -> None:
     """Programs above LP_MAX_CELLS get no LP relaxation: the cell-by-cell descent (weighted
     medians) then exact parts. On the cell key method's area × age × sex table the descent
-    brings the table closer (measured: 12,632 -> 8,894 when it converges) and the result is additive and
-    within 25% of the LP bound the small-program path proves (7,388; measured 20% after 4 s, 13% after
-    20 s: without the LP's guide the path is a heuristic)."""
+    brings the table closer and the result is additive and within 25% of the LP bound the
+    small-program path proves (7,388). A budget of two sweeps (of the descent and of the parts),
+    not a time limit, decides how far it gets, so the result is the same on any machine
+    (measured: 8,592, 16% above the bound, in 5.5 s CPU; 13% once the sweeps converge, 43 s CPU:
+    without the LP's guide the path is a heuristic)."""
     import tabsafe.protect.additivity as additivity
     from tabsafe.protect.cell_key_method import CellKeyMethod
 
@@ -444,11 +446,10 @@ def test_additivity_without_the_lp_descends_cell_by_cell_close_to_the_bound(smal
     ck = CellKeyMethod(max_noise=3, variance=2)
     t = ts.tabulate(md, ["area", "age", "sex"], hierarchies={"area": area}, key=ck.needs().key)
     noisy_table = ck.protect(t).release.table
-    bound = restore_additivity(noisy_table, part_cells=300, time_limit=60).lower_bound
+    bound = restore_additivity(noisy_table, part_cells=300, time_limit=600).lower_bound
     monkeypatch.setattr(additivity, "LP_MAX_CELLS", 0)
-    # half the time goes to the descent, which converges in about 2 s (18 sweeps) on a quiet
-    # machine: 12 s leaves it room on a loaded one
-    res = restore_additivity(noisy_table, part_cells=300, time_limit=12)
+    res = restore_additivity(noisy_table, part_cells=300, time_limit=600, max_sweeps=2)
+    assert res.sweeps == 2 and any("the most max_sweeps allows" in n for n in res.notes), res.notes
     assert_additive(res.cells.with_values(count=res.values))
     descent = [n for n in res.notes if n.startswith("cell-by-cell descent")]
     assert descent and int(descent[0].split()[2].replace(",", "")) > 0, res.notes
@@ -456,8 +457,10 @@ def test_additivity_without_the_lp_descends_cell_by_cell_close_to_the_bound(smal
 
 
 def test_additivity_says_when_its_time_limit_decided_the_result(small_census, monkeypatch) -> None:
-    """A result cut short by the time limit depends on the machine: the status and a note say so;
-    one proven optimal does not carry the note."""
+    """A result cut short by the time limit depends on the machine: the status and a note say so,
+    and the table published is still additive; one proven optimal does not carry the note. (A
+    time limit of 0 has fired before any sweep on every machine, so the test does not depend on
+    the machine's speed.)"""
     import tabsafe.protect.additivity as additivity
     from tabsafe.protect.cell_key_method import CellKeyMethod
 
@@ -467,8 +470,9 @@ def test_additivity_says_when_its_time_limit_decided_the_result(small_census, mo
     t = ts.tabulate(md, ["area", "age", "sex"], hierarchies={"area": area}, key=ck.needs().key)
     noisy_table = ck.protect(t).release.table
     monkeypatch.setattr(additivity, "LP_MAX_CELLS", 0)  # no bound: nothing can be proven optimal
-    cut = restore_additivity(noisy_table, part_cells=300, time_limit=1)
+    cut = restore_additivity(noisy_table, part_cells=300, time_limit=0)
     assert cut.status == "time limit" and any("time limit" in n for n in cut.notes), cut.notes
+    assert_additive(cut.cells.with_values(count=cut.values))
     monkeypatch.undo()
     small = restore_additivity(noisy(np.arange(N_INNER) % 5, np.random.default_rng(1)), time_limit=60)
     assert small.status == "optimal" and not any("time limit" in n for n in small.notes)

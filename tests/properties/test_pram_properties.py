@@ -163,7 +163,7 @@ def test_retention_one_is_identity() -> None:
     assert out.microdata.read().equals(md.read()) and out.report.figures["units_changed"] == 0
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=100)
 @given(counts=st.lists(st.integers(1, 10_000), min_size=1, max_size=12), q=st.floats(0, 1))
 def test_invariant_matrix_properties(counts, q) -> None:
     t = np.array(counts, dtype=float)

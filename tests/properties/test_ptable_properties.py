@@ -26,7 +26,7 @@ def feasible_params(draw: st.DrawFn) -> PTableParams:
     return PTableParams(max_noise=d, variance=variance, js=js, pstay=pstay, monotony=monotony)
 
 
-@settings(max_examples=30, deadline=None, derandomize=True)
+@settings(max_examples=30)
 @given(params=feasible_params())
 def test_generated_rows_are_valid_noise_distributions(params: PTableParams) -> None:
     pt = generate_ptable(params)
@@ -50,7 +50,7 @@ def test_generated_rows_are_valid_noise_distributions(params: PTableParams) -> N
     assert (rep["mean"].abs() <= 1e-6).all()
 
 
-@settings(max_examples=20, deadline=None, derandomize=True)
+@settings(max_examples=20)
 @given(params=feasible_params(), seed=st.integers(0, 2**32 - 1), pick=st.integers(0, 100))
 def test_lookup_reproduces_the_row_distribution(params: PTableParams, seed: int, pick: int) -> None:
     pt = generate_ptable(params)
@@ -78,7 +78,7 @@ def test_lookup_reproduces_the_row_distribution(params: PTableParams, seed: int,
         assert not ((published >= 1) & (published <= params.js)).any()
 
 
-@settings(max_examples=15, deadline=None, derandomize=True)
+@settings(max_examples=15)
 @given(params=feasible_params(), layout=st.sampled_from(["csv", "tau-argus"]), name=st.sampled_from(["p.csv", "p.txt"]))
 def test_files_round_trip_in_either_layout(tmp_path_factory, params: PTableParams, layout: str, name: str) -> None:
     """What tabsafe writes it reads back exactly, whatever the layout and the text suffix, and

@@ -148,7 +148,7 @@ def _independent_audit(data: pd.DataFrame, tables, protections, lower: float):
     return out, np.array(true), np.array(is_primary), n
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=12, suppress_health_check=[HealthCheck.data_too_large])
 @given(release=releases(), min_freq=st.sampled_from([3, 4]), zeros=st.sampled_from(["never", "safe"]),
        level=st.sampled_from([1, 2]))
 def test_release_withstands_the_joint_lp(release, min_freq: int, zeros: str, level: int) -> None:

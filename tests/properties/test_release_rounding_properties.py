@@ -106,7 +106,7 @@ def _no_rounding_exists(data: pd.DataFrame, tables, built, base: int) -> bool:
     return res.status == 2  # 2: infeasible
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@settings(max_examples=10, suppress_health_check=[HealthCheck.data_too_large])
 @given(release=releases(), base=st.sampled_from([2, 3, 5]), joint_path=st.booleans())
 def test_release_rounding_is_consistent_additive_and_adjacent(release, base: int, joint_path: bool) -> None:
     data, tables = release

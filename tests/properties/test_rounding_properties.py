@@ -9,14 +9,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tabsafe as ts
 from tabsafe.errors import InputError
 from tabsafe.protect.rounding import Rounding
 
-SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=25)
 
 
 def make_table(shape: tuple[int, ...], values: list[int], hierarchical: bool) -> ts.Table:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabsafe import Hierarchy, InnerCells, tabulate
@@ -44,7 +44,7 @@ def _on_grid(table: Table, mask: np.ndarray) -> np.ndarray:
     return out
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(table=sparse_tables(), t=st.sampled_from([2, 3, 4]), rel=st.sampled_from([50, 80, 100]),
        k=st.integers(0, 2))
 def test_rules_on_stored_cells_equal_the_dense_grid(table: Table, t: int, rel: int, k: int) -> None:

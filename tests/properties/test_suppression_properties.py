@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabsafe import Hierarchy, InnerCells, tabulate
@@ -59,7 +59,7 @@ def _check(table: Table, primary: np.ndarray, result, zeros: str) -> None:
     assert inside.all()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(table=tables(), zeros=st.sampled_from(["never", "safe", "primary"]), min_freq=st.sampled_from([2, 3, 4]))
 def test_fast_mode_leaves_no_primary_cell_recomputable(table: Table, zeros: str, min_freq: int) -> None:
     primary = (table.counts > 0) & (table.counts < min_freq)
@@ -67,7 +67,7 @@ def test_fast_mode_leaves_no_primary_cell_recomputable(table: Table, zeros: str,
     _check(table, primary, result, zeros)
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12)
 @given(table=tables(), zeros=st.sampled_from(["never", "safe"]), cost=st.sampled_from(["count", "cells"]))
 def test_optimal_mode_is_protected_and_no_worse_than_fast(table: Table, zeros: str, cost: str) -> None:
     primary = (table.counts > 0) & (table.counts < 3)
@@ -84,7 +84,7 @@ def test_optimal_mode_is_protected_and_no_worse_than_fast(table: Table, zeros: s
     assert 0.0 <= best.private["gap"] <= 1.0
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=12)
 @given(table=tables(), zeros=st.sampled_from(["never", "safe"]))
 def test_decomposition_along_the_hierarchy_gives_a_protected_pattern(table: Table, zeros: str) -> None:
     primary = (table.counts > 0) & (table.counts < 3)
@@ -102,7 +102,7 @@ def test_decomposition_along_the_hierarchy_gives_a_protected_pattern(table: Tabl
     _check(table, primary, result, zeros)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=15)
 @given(table=tables(dims=(3,)))
 def test_linked_tables_share_their_suppression(table: Table) -> None:
     # Two releases from one 3-way table: a x b and a x c share the cells (a, Total).
@@ -142,7 +142,7 @@ def test_linked_tables_share_their_suppression(table: Table) -> None:
     assert ((res.upper - res.lower)[primary] > 1e-7).all()
 
 
-@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=30)
 @given(table=tables(), zeros=st.sampled_from(["never", "safe"]), min_freq=st.sampled_from([3, 4]))
 def test_mending_a_pattern_protects_it(table: Table, zeros: str, min_freq: int) -> None:
     """``mend`` (the optimal mode's completion of an integer program's answer) started from the

@@ -12,14 +12,14 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tabsafe.model.microdata import Microdata
 from tabsafe.protect.swapping import RandomSwap, TargetedSwap
 
 GEO = ("region", "area", "small_area")
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=40)
 
 
 @st.composite
@@ -255,7 +255,7 @@ def test_counts_per_area_and_profile_unchanged(df, similar, k, rate, seed) -> No
         assert df.groupby(cols).size().sort_index().equals(after.groupby(cols).size().sort_index())
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(df=populations(), geography=GEOGRAPHIES, similar=PROFILES, seed=st.integers(0, 2**40))
 def test_no_risk_and_no_rate_leaves_the_records_alone(df, geography, similar, seed) -> None:
     """k = 1 (nobody is risky) and swap rate 0: the input comes back unchanged."""

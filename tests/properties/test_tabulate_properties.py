@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import tabsafe as ts
 
-settings.register_profile("tabsafe", max_examples=40, deadline=None)
-settings.load_profile("tabsafe")
+# fewer examples than the profile in tests/conftest.py: each one tabulates three ways
+SETTINGS = settings(max_examples=40)
 
 LEAVES = {"a": ["a1", "a2", "a3", "a4", "a5"], "b": ["1", "2", "3"], "c": ["x", "y"]}
 HIERARCHIES = {
@@ -32,6 +32,7 @@ def microdata(draw: st.DrawFn) -> pd.DataFrame:
     return pd.DataFrame(cols)
 
 
+@SETTINGS
 @given(microdata(), st.sampled_from([["a"], ["a", "b"], ["b", "a", "c"], ["c", "a"]]), st.booleans())
 def test_margins_are_sums_of_inner_cells(df: pd.DataFrame, by: list[str], with_hierarchy: bool) -> None:
     hier = {v: HIERARCHIES[v] for v in by} if with_hierarchy else {v: ts.Hierarchy.flat(LEAVES[v]) for v in by}
@@ -61,6 +62,7 @@ def test_margins_are_sums_of_inner_cells(df: pd.DataFrame, by: list[str], with_h
     np.testing.assert_array_equal(t.ids, np.flatnonzero(counts))
 
 
+@SETTINGS
 @given(microdata(), st.booleans())
 def test_inner_cells_input_gives_same_table(df: pd.DataFrame, drop_zeros: bool) -> None:
     by = ["a", "c"]
@@ -75,6 +77,7 @@ def test_inner_cells_input_gives_same_table(df: pd.DataFrame, drop_zeros: bool) 
     np.testing.assert_array_equal(from_micro.ids, from_cells.ids)
 
 
+@SETTINGS
 @given(microdata())
 def test_where_filter_equals_tabulating_the_subset(df: pd.DataFrame) -> None:
     by = ["a", "b"]

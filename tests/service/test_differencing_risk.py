@@ -47,7 +47,7 @@ def test_bad_arguments():
 PT = generate_ptable(PTableParams(max_noise=3, variance=1.5, js=1))
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=25)
 @given(n=st.integers(1, 8), extra=st.integers(0, 10))
 def test_matches_the_lookup_with_uniform_keys(n, extra):
     """The exact value agrees with the cell key look-up itself on independent uniform keys."""

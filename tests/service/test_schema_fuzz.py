@@ -48,8 +48,7 @@ def test_no_server_errors_and_responses_match_the_schema(app_and_keys):
 
 def _fuzz(op, keys, examples):
     @given(case=op.as_strategy())
-    @settings(max_examples=examples, deadline=None, suppress_health_check=list(HealthCheck), database=None,
-              derandomize=True)
+    @settings(max_examples=examples, suppress_health_check=list(HealthCheck))
     def run(case):
         for name in ("good", "revoked", "none"):
             headers = {"X-API-Key": keys[name]} if keys[name] else {}

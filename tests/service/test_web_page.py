@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
+from tests.chromium import CHROMIUM, DRIVER, require_chromium
+
 pytestmark = pytest.mark.filterwarnings("ignore")
 
 ARTIFACTS = Path(__file__).parent / "artifacts"
-CHROMIUM, DRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
 
 
 @pytest.fixture()
 def browser(tmp_path):
-    if not (Path(CHROMIUM).exists() and Path(DRIVER).exists()):
-        pytest.skip("Debian's chromium and chromium-driver are missing: run scripts/ensure-chromium")
+    require_chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
 

@@ -84,7 +84,7 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
     flags = [a for a in actions if a.option_strings[-1] != "--log-json"]
     output_options = OUTPUT_OPTIONS | COMMAND_OUTPUTS.get(command, set())
 
-    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+    @settings(max_examples=25, suppress_health_check=list(HealthCheck))
     @given(st.lists(st.tuples(st.sampled_from(flags), _values(small_census, tmp)), max_size=6),
            st.sampled_from([".csv", ".parquet", ".json", ".txt", ""]))
     def check(chosen: list[tuple[argparse.Action, str]], suffix: str) -> None:

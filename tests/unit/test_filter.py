@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tabsafe as ts
@@ -82,6 +82,7 @@ def test_mapping_form_is_the_same_filter() -> None:
 codes = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=["Cs", "Cc"]), min_size=1, max_size=8)
 
 
+@settings(max_examples=40)  # each example tabulates with DuckDB
 @given(st.lists(codes, min_size=1, max_size=4), st.sampled_from(["area", "sex"]), st.booleans())
 def test_any_code_round_trips_as_a_literal(values: list[str], var: str, negate: bool) -> None:
     quoted = ", ".join("'" + v.replace("'", "''") + "'" for v in values)

@@ -111,7 +111,7 @@ def trees(draw: st.DrawFn, depth: int = 3) -> dict:
 
 
 @given(trees())
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=40)
 def test_hrc_round_trip_random(tree: dict) -> None:
     h = Hierarchy.from_tree(tree)
     assert Hierarchy.from_hrc_text(h.to_hrc()) == h

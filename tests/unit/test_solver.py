@@ -20,7 +20,7 @@ from tabsafe.solver import ExtremeSolver, LinearProgram, solve
 A = sp.csr_matrix(np.array([[1.0, 1.0, -1.0]]))
 lp = LinearProgram(c=np.array([1.0, 2.0, 0.0]), A=A, row_lower=np.zeros(1), row_upper=np.zeros(1),
                    col_lower=np.zeros(3), col_upper=np.full(3, 5.0), integer=np.ones(3, dtype=bool))
-assert solve(lp, time_limit=10).status == "optimal"
+assert solve(lp, time_limit=600).status == "optimal"
 box = ExtremeSolver(A, np.zeros(1), np.zeros(3), np.full(3, 5.0))
 print(box.optimum(np.array([1.0, 0.0, 0.0]), maximize=True).value)
 """
@@ -34,7 +34,7 @@ def test_an_interval_audit_after_an_integer_program_in_one_process():
     assert run.stdout.strip().splitlines()[-1] == "5.0"
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(seed=st.integers(0, 2**31 - 1), steps=st.integers(1, 4))
 def test_a_relaxation_grown_by_rows_solves_as_the_grown_program(seed: int, steps: int) -> None:
     """:class:`Relaxation` re-solves from its last basis after rows are added; each optimum is
@@ -56,7 +56,7 @@ def test_a_relaxation_grown_by_rows_solves_as_the_grown_program(seed: int, steps
     M = rows(int(rng.integers(1, 10)))
     lp = Relaxation(program(M))
     for _ in range(steps):
-        warm = lp.solve(time_limit=10)
+        warm = lp.solve(time_limit=600)  # an outer guard: a status, not a speed, is tested
         fresh = solve(program(M), relax=True)
         assert warm.status == fresh.status == "optimal"
         assert warm.objective == pytest.approx(fresh.objective, abs=1e-7)

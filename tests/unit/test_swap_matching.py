@@ -52,7 +52,7 @@ def reference(candidates: np.ndarray, group: np.ndarray, area: np.ndarray, free:
     return donor, free
 
 
-@settings(max_examples=30, deadline=None)
+@settings(max_examples=30)
 @given(seed=st.integers(0, 2**32 - 1), n=st.integers(50, 900), groups=st.integers(1, 3),
        areas=st.integers(2, 6), share=st.sampled_from([0.02, 0.2, 0.6]), used=st.sampled_from([0.0, 0.5, 0.9]))
 def test_windowed_matching_is_the_whole_list_matching(seed, n, groups, areas, share, used) -> None:

@@ -31,7 +31,8 @@ fractional inner cells are ordered by the codes of the variables with the most c
 cut into parts of whole slices; each part is an exact integer program in which every other inner
 cell keeps its current value, and its solution is taken only when the table gets closer (no part
 ever makes it worse); sweeps over the parts repeat until one gains nothing, the LP bound is
-reached or the time is up. Every part is feasible whatever the others hold (any inner values give
+reached, a given number of sweeps is done (``max_sweeps``: a budget whose result is the same on
+any machine) or the time is up. Every part is feasible whatever the others hold (any inner values give
 an additive table), so partitioning never fails. Small parts also keep HiGHS away from the root
 separation rounds in which it was seen to overrun its time limit by minutes on 1,000-cell parts.
 """
@@ -337,6 +338,7 @@ def restore_additivity(
     time_limit: float = 60.0,
     part_cells: int = 300,
     direct_cells: int = 1_000,
+    max_sweeps: int | None = None,
 ) -> AdditivityResult:
     """The nearest additive integer table to ``table`` (module docstring; 004 §3.3, METHODS.md §7).
 
@@ -348,6 +350,9 @@ def restore_additivity(
         part_cells: the most free inner cells of one part when the program is solved in parts.
         direct_cells: when the LP relaxation is fractional, programs with at most this many free
             inner cells are solved whole; larger ones are improved in parts.
+        max_sweeps: the most sweeps of the cell-by-cell descent and of the parts (None: until a
+            sweep gains nothing). A work budget: the same table and budget give the same result on
+            any machine, the time limit then being only an outer guard that says when it fired.
 
     >>> import pandas as pd, tabsafe as ts
     >>> cells = pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["u", "v", "u", "v"], "n": [3, 4, 2, 5]})
@@ -400,7 +405,7 @@ def restore_additivity(
             # only lead the exact parts into a worse corner) ...
             share = time.monotonic() + 0.5 * (deadline - time.monotonic())
             before = best
-            best, descents = _descend(prog, values, share)
+            best, descents = _descend(prog, values, share, max_sweeps)
             a = values[prog.inner]
             if best < before:
                 notes.append(f"cell-by-cell descent: {before - best:,.0f} closer in {descents} sweep(s)")
@@ -417,10 +422,12 @@ def restore_additivity(
                 lower, bound_kind = float(math.ceil(sol.bound - 1e-6)) + prog.constant, "mip"
         else:
             # ... or part by part, each part exactly with the rest fixed
-            best, programs, sweeps = _improve(prog, values, _parts(prog, part_cells, focus), deadline, lower)
+            best, programs, sweeps = _improve(prog, values, _parts(prog, part_cells, focus), deadline, lower,
+                                              max_sweeps)
             what = "the fractional inner cells" if focus is not None else "the inner cells"
             notes.append(f"improved {what} in parts of at most {part_cells:,} (slices of {_longest(table)!r}), each "
-                         f"exact with the rest of the table fixed: {programs:,} programs in {sweeps} sweep(s)")
+                         f"exact with the rest of the table fixed: {programs:,} programs in {sweeps} sweep(s)"
+                         + (" (the most max_sweeps allows)" if sweeps == max_sweeps else ""))
             a = values[prog.inner]
         if lower is not None and best <= lower + 0.5:
             status = "optimal"
@@ -440,15 +447,16 @@ def restore_additivity(
 
 
 def _improve(prog: _Program, values: np.ndarray, parts: list[np.ndarray], deadline: float,
-             lower: float | None) -> tuple[float, int, int]:
+             lower: float | None, max_sweeps: int | None = None) -> tuple[float, int, int]:
     """Solve the parts in turn, each exactly with the rest of the table fixed, sweep after sweep
-    until a sweep gains nothing, the bound is reached or the time is up; ``values`` is updated in
-    place. Returns the objective, the programs solved and the sweeps."""
+    until a sweep gains nothing, the bound is reached, ``max_sweeps`` sweeps are done or the time
+    is up; ``values`` is updated in place. Returns the objective, the programs solved and the sweeps."""
     from tabsafe import progress
 
     best = prog.objective(values)
     programs = sweeps = 0
-    while time.monotonic() < deadline and not (lower is not None and best <= lower + 0.5):
+    while (time.monotonic() < deadline and not (lower is not None and best <= lower + 0.5)
+           and (max_sweeps is None or sweeps < max_sweeps)):
         sweeps += 1
         for k, part in enumerate(parts):
             left = deadline - time.monotonic()
@@ -476,11 +484,12 @@ def _improve(prog: _Program, values: np.ndarray, parts: list[np.ndarray], deadli
     return best, programs, sweeps
 
 
-def _descend(prog: _Program, values: np.ndarray, deadline: float) -> tuple[float, int]:
+def _descend(prog: _Program, values: np.ndarray, deadline: float, max_sweeps: int | None = None) -> tuple[float, int]:
     """Coordinate descent: each free inner cell in turn moves to the value that minimises the
     distance with every other cell fixed — a weighted median of its own given value and, for
     each margin above it, the value that would make that margin exact (the L1 distance is convex
-    and piecewise linear in one cell) — sweep after sweep until nothing moves or the time is up;
+    and piecewise linear in one cell) — sweep after sweep until nothing moves, ``max_sweeps``
+    sweeps are done or the time is up;
     ``values`` is updated in place (the ONS 2011 procedure's single-cell moves, 004 §3.3, each
     taken whole). Returns the objective and the sweeps."""
     inner = np.flatnonzero(prog.inner)
@@ -491,7 +500,7 @@ def _descend(prog: _Program, values: np.ndarray, deadline: float) -> tuple[float
     ptr = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=inner.size))])
     z, w = prog.z, prog.w
     sweeps = 0
-    while time.monotonic() < deadline:
+    while time.monotonic() < deadline and (max_sweeps is None or sweeps < max_sweeps):
         sweeps += 1
         moved = 0
         for j, cell in enumerate(inner):

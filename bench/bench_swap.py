@@ -1,6 +1,6 @@
 """Targeted record swapping of the synthetic census, whole process, against tabulating it.
 
-``tabsafe swap persons.parquet --hierarchy region,area,small_area --risk-vars sex,age --k 3
+``tabsafe swap persons.parquet --geography region,area,small_area --risk-vars sex,age --k 3
 --swaprate 0.05 --similar household_size`` runs as its own process (the user's time: start-up,
 reading, swapping, writing the swapped records and the report), timed with its peak memory
 (``/usr/bin/time``, or ``getrusage`` of the child). In the same run, ``tabsafe tabulate`` of the
@@ -28,7 +28,7 @@ from common import OUT, census
 
 from tabsafe.synth import SynthResult, synth_census
 
-SWAP = ["--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
+SWAP = ["--geography", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
         "--similar", "household_size", "--seed", "1"]
 # the console script a user runs (python -m tabsafe.cli when it is not beside the interpreter)
 _SCRIPT = Path(sys.executable).parent / "tabsafe"

@@ -13,7 +13,7 @@ import pytest
 
 from tabsafe.cli import main
 
-SWAP = ["--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
+SWAP = ["--geography", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
         "--similar", "household_size"]
 
 
@@ -60,7 +60,7 @@ def test_swap_csv_keeps_codes_and_draws_a_seed(tmp_path: Path, capsys) -> None:
     src = tmp_path / "people.csv"
     df.to_csv(src, index=False)
     out = tmp_path / "out.csv"
-    code, stdout, err = cli(["swap", src, "--method", "random", "--hierarchy", "area,small_area", "--swaprate", 0.2,
+    code, stdout, err = cli(["swap", src, "--method", "random", "--geography", "area,small_area", "--swaprate", 0.2,
                              "--similar", "hsize", "--out", out], capsys)
     assert code == 0, err
     assert "seed" in stdout and "give --seed" in stdout

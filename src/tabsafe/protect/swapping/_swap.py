@@ -912,7 +912,7 @@ def over_rate_note(t: Tally, spec: SwapSpec, target_pairs: int) -> str | None:
     done = 2 * (t.targeted_pairs + t.top_up_pairs)
     if not spec.targeted or not H or done <= 2 * asked or not t.targeted_pairs:
         return None
-    rate = f"--pairrate {spec.pairrate:g}" if spec.pairrate is not None else f"--swaprate {spec.swaprate:g}"
+    rate = f"the pair rate {spec.pairrate:g}" if spec.pairrate is not None else f"the swap rate {spec.swaprate:g}"
     return (f"targeted swapping swapped {done:,} households ({100 * done / H:.1f}%), more than twice the "
             f"{asked:,} ({100 * asked / H:.1f}%) that {rate} asks for: {2 * t.targeted_pairs:,} of them are the "
             f"risky households ({spec.risk_rule()}) and their donors, which are swapped whatever the rate; fewer "

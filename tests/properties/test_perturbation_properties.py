@@ -502,6 +502,8 @@ def test_weights_multiply_whole_record_weights() -> None:
     got = out.microdata.read().to_pandas()
     ev = out.evaluation.to_pandas().set_index("household_id")["perturbation_weight"]
     assert (got["pw"].to_numpy() == frame["w"].to_numpy() * ev[frame["household_id"]].to_numpy()).all()
+    kept = PerturbationWeights(per_stratum=0, weight="pw").perturb(ts.Microdata.from_frame(frame, weight="w"), seed=3)
+    assert kept.microdata.read().column("pw").to_pylist() == [2, 2, 3, 0]
 
 
 def test_weights_default_strata_are_the_papers() -> None:

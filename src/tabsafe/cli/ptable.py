@@ -117,7 +117,8 @@ def run(args: argparse.Namespace) -> int:
         if report_path is not None:
             below = {r.i for r in ptable.rows_below()}
             payload = {
-                "params": {**params.params(), "shape": args.shape},
+                "params": params.params(),
+                "shape": args.shape,
                 "format": args.file_format,
                 "i_max": ptable.i_max,
                 "rows": [{**r.to_json(), "below_variance": r.i in below} for r in ptable.row_reports],

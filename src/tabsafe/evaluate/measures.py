@@ -583,7 +583,10 @@ def structure_measures(cmp: Comparison) -> dict[str, Any]:
     idx = np.ix_(*[cmp._leaves(a) for a in range(len(cmp.dimensions))])
     o_all, p_all = cmp.original[idx], cmp.published[idx]
     o, p = cmp.inner()
-    out: dict[str, Any] = {"cell_size_variance": variance_of_cell_size(o, p)}
+    def clean(x: Any) -> Any:  # NaN is not JSON: None, as _num does
+        return {k: clean(v) for k, v in x.items()} if isinstance(x, dict) else _num(x) if isinstance(x, float) else x
+
+    out: dict[str, Any] = {"cell_size_variance": clean(variance_of_cell_size(o, p))}
     out["subgroup_entropy"] = {"groups": cmp.row_variable,
                                "before": _num(median_subgroup_entropy(o_all, [cmp.row_axis])),
                                "after": _num(median_subgroup_entropy(p_all, [cmp.row_axis]))}

@@ -1,6 +1,6 @@
 """Targeted record swapping of the synthetic census, whole process, against tabulating it.
 
-``tabsafe swap persons.parquet --hierarchy region,area,small_area --risk-vars sex,age --k 3
+``tabsafe swap persons.parquet --geography region,area,small_area --risk-vars sex,age --k 3
 --swaprate 0.05 --similar household_size`` runs as its own process (the user's time: start-up,
 reading, swapping, writing the swapped records and the report), timed with its peak memory
 (``/usr/bin/time``, or ``getrusage`` of the child). In the same run, ``tabsafe tabulate`` of the
@@ -28,7 +28,7 @@ from common import OUT, census
 
 from tabsafe.synth import SynthResult, synth_census
 
-SWAP = ["--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
+SWAP = ["--geography", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
         "--similar", "household_size", "--seed", "1"]
 # the console script a user runs (python -m tabsafe.cli when it is not beside the interpreter)
 _SCRIPT = Path(sys.executable).parent / "tabsafe"
@@ -86,12 +86,29 @@ def one(data: SynthResult, work: Path) -> dict:
         "share_households_swapped": figures["share_households_swapped"],
         "targeted_swaps": figures["targeted_pairs"],
         "top_up_swaps": figures["top_up_pairs"],
+        "records_moved_across": figures.get("records_moved_across"),
+        "donors": figures.get("donors"),
+        "notes": json.loads(report.read_text()).get("notes", []),
         "command": " ".join(["tabsafe", *cmd[len(TABSAFE):]]),
     }
 
 
+def sdcmicro_available() -> bool:
+    """Whether R's sdcMicro is installed here (then recordSwap could run on the same data)."""
+    rscript = shutil.which("Rscript")
+    if not rscript:
+        return False
+    done = subprocess.run([rscript, "-e", "quit(status = !requireNamespace('sdcMicro', quietly = TRUE))"],
+                          capture_output=True)
+    return done.returncode == 0
+
+
 def run() -> dict:
-    out: dict = {"reference": REFERENCE, "target": {"seconds": 5, "peak_mb": 600, "growth": "linear to 15M"}}
+    out: dict = {"reference": REFERENCE, "target": {"seconds": 5, "peak_mb": 600, "growth": "linear to 15M"},
+                 "sdcmicro_here": sdcmicro_available()}
+    if not out["sdcmicro_here"]:
+        out["sdcmicro_note"] = ("R's sdcMicro is not installed on this machine: recordSwap was not run; the reference "
+                                "figures are issue #14's measurement on the same data and parameters")
     with tempfile.TemporaryDirectory(dir=OUT if OUT.exists() else None) as tmp:
         out["census_1_5M"] = one(census(), Path(tmp))
         if os.environ.get("TABSAFE_BENCH_SWAP_LARGE", "1") != "0":

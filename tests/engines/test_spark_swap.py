@@ -24,14 +24,19 @@ from tabsafe.synth import synth_census
 
 GEO = ["region", "area", "small_area"]
 CASES = {
-    "targeted": ("targeted-swap", {"geography": GEO, "risk_vars": ["sex", "age"], "k": 3, "swaprate": 0.05,
-                                   "similar": [["household_size", "activity"], ["household_size"]], "household": "household_id"}),
+    "targeted": ("targeted-swap", {"geography": GEO, "risk_vars": ["sex", "age"], "k": 3, "pairrate": 0.05,
+                                   "similar": [["household_size", "activity"], ["household_size"]], "household": "household_id",
+                                   "donors": "same-top-area"}),
     "targeted-few-at-risk": ("targeted-swap", {"geography": GEO, "risk_vars": ["sex", "activity"], "k": 2,
-                                               "swaprate": 0.02, "household": "household_id"}),
+                                               "swaprate": 0.02, "household": "household_id",
+                                               "donors": "same-top-area"}),
+    # donors from anywhere (the default): the whole population on the driver
+    "targeted-anywhere": ("targeted-swap", {"geography": GEO, "risk_vars": ["sex", "age"], "k": 3, "swaprate": 0.1,
+                                            "similar": [["household_size"]], "household": "household_id"}),
     "random": ("random-swap", {"geography": GEO, "swaprate": 0.1, "carry_along": ["household_size"],
                                "household": "household_id"}),
 }
-SWAP = ["--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
+SWAP = ["--geography", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
         "--similar", "household_size"]
 
 

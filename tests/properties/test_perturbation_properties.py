@@ -16,6 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tabsafe as ts
+from tabsafe.errors import InputError
 from tabsafe.protect.abs_perturbation import (
     AbsPerturbation,
     abs_deviations,
@@ -414,8 +415,10 @@ def test_weights_whole_households_and_tables_as_weighted_sums() -> None:
     assert t.value() == frame["weight"].sum()
     # per stratum, about per_stratum households are perturbed: over many seeds, the mean number
     # of perturbed households per stratum is 1 (q = 1/n_k)
-    hh = frame.drop_duplicates("household_id")
-    n_strata = hh.groupby(["small_area", "household_size"]).ngroups
+    # the paper's strata: small area × household size group 1, 2, 3, 4, 5+ (persons per household)
+    size_group = frame.groupby("household_id")["household_id"].transform("size").clip(upper=5)
+    hh = frame.assign(size_group=size_group).drop_duplicates("household_id")
+    n_strata = hh.groupby(["small_area", "size_group"]).ngroups
     counts = []
     for seed in range(300):
         ev = PerturbationWeights().perturb(md, seed=seed).evaluation.to_pandas()
@@ -476,3 +479,49 @@ def test_additivity_says_when_its_time_limit_decided_the_result(small_census, mo
     monkeypatch.undo()
     small = restore_additivity(noisy(np.arange(N_INNER) % 5, np.random.default_rng(1)), time_limit=60)
     assert small.status == "optimal" and not any("time limit" in n for n in small.notes)
+
+
+@pytest.mark.parametrize(("weights", "message"), [
+    ([1.5, 1.5, 2.0, 1.0, 1.0, 1.0], "row 1 has 1.5"),
+    ([1, 1, 2, 1, 0.5, 1], "row 5 has 0.5"),
+    ([1, 1, 2, 1, -1, 1], "row 5 has -1"),
+    ([1, 1, 2, None, 1, 1], "has 1 missing value"),
+])
+def test_weights_refuse_fractional_record_weights(weights, message) -> None:
+    """Seed 001 §7 multiplies the record weight by the perturbation weight; tables count whole
+    units, so a fractional record weight is refused with one line — never truncated (1.5 → 1)."""
+    frame = pd.DataFrame({"household_id": [1, 1, 2, 3, 4, 5], "small_area": ["s"] * 6, "w": weights})
+    md = ts.Microdata.from_frame(frame, weight="w")
+    with pytest.raises(InputError) as err:
+        PerturbationWeights(per_stratum=1.0).perturb(md, seed=1)
+    assert message in str(err.value) and "record weight 'w'" in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_weights_multiply_whole_record_weights() -> None:
+    """Whole record weights stay weights: the new weight is their product with the perturbation
+    weight (float columns of whole numbers too)."""
+    frame = pd.DataFrame({"household_id": [1, 1, 2, 3], "small_area": ["s"] * 4, "w": [2.0, 2.0, 3.0, 0.0]})
+    out = PerturbationWeights(per_stratum=1.0, weight="pw").perturb(ts.Microdata.from_frame(frame, weight="w"), seed=3)
+    got = out.microdata.read().to_pandas()
+    ev = out.evaluation.to_pandas().set_index("household_id")["perturbation_weight"]
+    assert (got["pw"].to_numpy() == frame["w"].to_numpy() * ev[frame["household_id"]].to_numpy()).all()
+    kept = PerturbationWeights(per_stratum=0, weight="pw").perturb(ts.Microdata.from_frame(frame, weight="w"), seed=3)
+    assert kept.microdata.read().column("pw").to_pylist() == [2, 2, 3, 0]
+
+
+def test_weights_default_strata_are_the_papers() -> None:
+    """Seed 001 §7 step 1: strata of small area × household size group 1, 2, 3, 4, 5+ (the size
+    being the household's persons), not the data's own size codes. With per_stratum 1000 every
+    household of a stratum is perturbed, so the strata show in the report's private count."""
+    sizes = [1, 2, 3, 4, 5, 6, 7, 5, 2]
+    hh = np.repeat(np.arange(len(sizes)), sizes)
+    frame = pd.DataFrame({"household_id": hh, "small_area": np.where(hh < 5, "a", "b"),
+                          "household_size": "x"})  # the data's own code says nothing
+    out = PerturbationWeights().perturb(ts.Microdata.from_frame(frame), seed=1)
+    # area a: sizes 1,2,3,4,5+ → 5 strata; area b: 5+ (5, 6, 7, 5) and 2 → 2 strata
+    assert out.report.private["strata"] == 7
+    assert PerturbationWeights(size_groups=3).perturb(ts.Microdata.from_frame(frame), seed=1).report.private[
+        "strata"] == 3 + 2
+    assert PerturbationWeights(size_groups=0).perturb(ts.Microdata.from_frame(frame), seed=1).report.private[
+        "strata"] == 2

@@ -128,11 +128,12 @@ def check_common(method, df: pd.DataFrame, after: pd.DataFrame, ev: pd.DataFrame
         for v in prof:
             assert (swapped[f"{v}_before"].to_numpy()[on] == other[f"{v}_before"].to_numpy()[on]).all(), (
                 f"a pair differs on {v}")
+    within_top = getattr(method, "donors", "same-top-area") == "same-top-area"
     for lvl in geo:
         at = (swapped["level"] == lvl).to_numpy()
         assert (swapped[f"{lvl}_before"].to_numpy()[at] != other[f"{lvl}_before"].to_numpy()[at]).all(), (
             f"a pair shares its {lvl}")
-        if lvl != geo[0]:  # below the top level, pairs stay inside their top-level area
+        if lvl != geo[0] and within_top:  # below the top level, pairs stay inside their top-level area
             assert (swapped[f"{geo[0]}_before"].to_numpy()[at] == other[f"{geo[0]}_before"].to_numpy()[at]).all(), (
                 "a pair crossed top-level areas")
     assert (swapped["level"].to_numpy() == other["level"].to_numpy()).all()
@@ -144,16 +145,16 @@ def check_common(method, df: pd.DataFrame, after: pd.DataFrame, ev: pd.DataFrame
     return firsts
 
 
-def eligible_donor_exists(firsts: pd.DataFrame, h, level: str, top: str, profiles, free: pd.Index) -> bool:
+def eligible_donor_exists(firsts: pd.DataFrame, h, level: str, top: str | None, profiles, free: pd.Index) -> bool:
     """Whether a household still unswapped could have been ``h``'s donor at ``level``: another
-    free household in a different area at that level (the same top-level area below the top)
-    with one of the profiles."""
+    free household in a different area at that level (the same top-level area below the top,
+    unless ``top`` is None: donors from anywhere) with one of the profiles."""
     i = firsts.index.get_loc(h)
     ok = firsts.index.isin(free)
     ok[i] = False
     col = firsts[f"{level}_before"].to_numpy()
     ok &= col != col[i]
-    if level != top:
+    if top is not None and level != top:
         t = firsts[f"{top}_before"].to_numpy()
         ok &= t == t[i]
     for prof in profiles:
@@ -164,6 +165,19 @@ def eligible_donor_exists(firsts: pd.DataFrame, h, level: str, top: str, profile
         if same.any():
             return True
     return False
+
+
+def donor_scope_top(method) -> str | None:
+    """The top level when donors below it must share it, None when they come from anywhere."""
+    return method.geography[0] if getattr(method, "donors", "same-top-area") == "same-top-area" else None
+
+
+def pairs_asked(method, households: int) -> int:
+    """Pairs the rate asks for in an area of ``households`` households: the swap rate counts
+    both households of a pair (sdcMicro), the pair rate the households sampled."""
+    if method.pairrate is not None:
+        return math.ceil(method.pairrate * households - 1e-9)
+    return math.ceil(method.rate * households / 2 - 1e-9)
 
 
 def check_rate(method, firsts: pd.DataFrame, report) -> None:
@@ -177,7 +191,7 @@ def check_rate(method, firsts: pd.DataFrame, report) -> None:
     profiles = method.similar or ((),)
     free = firsts.index[~firsts["swapped"]]
     for area, members in firsts.groupby(scope):
-        target = math.ceil(method.swaprate * len(members) - 1e-9)
+        target = pairs_asked(method, len(members))
         got = int((scope[sampled.index] == area).sum())
         if got >= target:
             assert area not in short
@@ -185,18 +199,22 @@ def check_rate(method, firsts: pd.DataFrame, report) -> None:
         assert short[area] == {"target": target, "pairs": got}, f"area {area} fell short silently"
         assert report.figures["shortfall_pairs"] > 0 and any("swap rate" in n for n in report.notes)
         for h in members.index.intersection(free):
-            assert not eligible_donor_exists(firsts, h, geo[-1], geo[0], profiles, free), (
+            assert not eligible_donor_exists(firsts, h, geo[-1], donor_scope_top(method), profiles, free), (
                 f"area {area} fell short although household {h} had a donor")
 
 
+RATES = st.sampled_from([("swaprate", 0.0), ("swaprate", 0.05), ("swaprate", 0.3), ("swaprate", 1.0),
+                         ("pairrate", 0.05), ("pairrate", 0.5)])
+
+
 @SETTINGS
-@given(df=populations(), geography=GEOGRAPHIES, k=st.integers(1, 4), rate=st.sampled_from([0.0, 0.05, 0.3, 1.0]),
-       similar=PROFILES, by_household=st.booleans(), seed=st.integers(0, 2**40))
-def test_targeted_swap_properties(df, geography, k, rate, similar, by_household, seed) -> None:
+@given(df=populations(), geography=GEOGRAPHIES, k=st.integers(1, 4), rate=RATES, similar=PROFILES,
+       by_household=st.booleans(), donors=st.sampled_from(["anywhere", "same-top-area"]), seed=st.integers(0, 2**40))
+def test_targeted_swap_properties(df, geography, k, rate, similar, by_household, donors, seed) -> None:
     household = "household_id" if by_household else None
     carry = ("tenure",) if household and ("tenure",) not in similar else ()
-    method = TargetedSwap(geography=geography, risk_vars=("sex", "age"), k=k, swaprate=rate, similar=similar,
-                          household=household, carry_along=carry)
+    method = TargetedSwap(geography=geography, risk_vars=("sex", "age"), k=k, similar=similar,
+                          household=household, carry_along=carry, donors=donors, **{rate[0]: rate[1]})
     after, ev, report = run(method, df, seed)
     firsts = check_common(method, df, after, ev, report)
     check_rate(method, firsts, report)
@@ -207,7 +225,8 @@ def test_targeted_swap_properties(df, geography, k, rate, similar, by_household,
     for h in free:
         first = int(risky_at[h])
         for lvl in range(first, len(geography)):  # risky at a level ⇒ risky below
-            assert not eligible_donor_exists(firsts, h, geography[lvl], geography[0], profiles, free), (
+            top = geography[0] if lvl == 0 else donor_scope_top(method)
+            assert not eligible_donor_exists(firsts, h, geography[lvl], top, profiles, free), (
                 f"household {h}, risky at {geography[lvl]}, had a donor but was not swapped")
     # the evaluation's risk level is the recount's
     got = ev.groupby(households_of(df, household).to_numpy())["risk_level"].first().astype(object)
@@ -240,8 +259,9 @@ def test_random_swap_properties(df, geography, rate, similar, seed) -> None:
 def test_counts_per_area_and_profile_unchanged(df, similar, k, rate, seed) -> None:
     """A pair matches on its (single) profile, so the households of each profile in every area
     at every level keep their number; below the top level, pairs stay in their top-level area,
-    so every count of a top-level area stays as it was."""
-    method = TargetedSwap(geography=GEO, risk_vars=("sex", "age"), k=k, swaprate=rate, similar=similar)
+    so every count of a top-level area stays as it was (with donors from the same top-level area)."""
+    method = TargetedSwap(geography=GEO, risk_vars=("sex", "age"), k=k, swaprate=rate, similar=similar,
+                          donors="same-top-area")
     after, _ev, report = run(method, df, seed)
     prof = list(similar[0])
     before_hh = df.groupby("household_id").first()
@@ -274,7 +294,8 @@ def test_work_splits_per_top_level_area() -> None:
     from tabsafe.protect.swapping.examples import population
 
     df = population(600, seed=3, regions=3, areas=3, small_areas=4)
-    method = TargetedSwap(geography=GEO, risk_vars=("sex", "age"), k=3, swaprate=0.1, similar=(("hsize",),))
+    method = TargetedSwap(geography=GEO, risk_vars=("sex", "age"), k=3, pairrate=0.1, similar=(("hsize",),),
+                          donors="same-top-area")
     after, ev, report = run(method, df, seed=99)
     assert report.figures["levels"][0]["pairs"] == 0  # nothing risky in a whole region here
     assert report.figures["pairs"] > 30
@@ -325,7 +346,8 @@ def test_row_order_does_not_matter(layout: str) -> None:
 
 def test_risky_household_without_donor_above_is_swapped_below() -> None:
     """Households unique in their area with no look-alike in another area of the region are
-    still swapped at the level below, with each other (other small areas of their own area)."""
+    still swapped at the level below, with each other (other small areas of their own area;
+    donors from anywhere — one region here)."""
     df = pd.DataFrame({
         "household_id": [1, 2, 3, 4],
         "region": ["R"] * 4,

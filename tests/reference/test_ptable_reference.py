@@ -270,3 +270,44 @@ def test_perturbed_mean_table_5_23() -> None:
     means = perturbed_mean(np.array([90.0, 95.0, 185.0, 3.0]), np.array([9, 14, 19, 0]))
     np.testing.assert_allclose(means[:3], [10.0, 95 / 14, 185 / 19])
     assert math.isnan(means[3])
+
+
+# ---------------------------------------------------------------------------- seed 004 §3.3
+def test_seed_004_truncated_normal_lookup_table() -> None:
+    """Seed 004 §3.3's look-up table: 0 stays 0; 1..4 get N(0, 2) truncated at -i and +5; 5+ get
+    N(0, 2) truncated at -5 and +5 — made integer as the normal's mass on [v-1/2, v+1/2]
+    (computed here independently with scipy's truncated normal)."""
+    from scipy.stats import truncnorm
+
+    from tabsafe.protect.ptable.normal import truncated_normal_ptable
+
+    pt = truncated_normal_ptable(5, 2.0)
+    i, v, p = pt.column("i"), pt.column("v"), pt.column("p")
+    assert pt.i_max == 5
+    assert v[i == 0].tolist() == [0] and p[i == 0].tolist() == [1.0]
+    sd = math.sqrt(2.0)
+    for row in range(1, 6):
+        low = -min(row, 5)
+        assert v[i == row].tolist() == list(range(low, 6)), f"row {row}: truncated at {low} and +5"
+        dist = truncnorm((low - 0.5) / sd, 5.5 / sd, scale=sd)
+        grid = np.arange(low, 6)
+        want = dist.cdf(grid + 0.5) - dist.cdf(grid - 0.5)
+        assert np.allclose(p[i == row], want, atol=2e-8), f"row {row}"
+        assert (pt.column("j")[i == row] >= 0).all()
+    # the last row (every count from 5) is centred; the rows below lean upwards
+    means = {r.i: r.mean for r in pt.row_reports}
+    assert abs(means[5]) < 1e-9 and all(means[r] > 1e-3 for r in (1, 2, 3, 4))
+
+
+def test_ptable_cli_shape_truncated_normal(tmp_path) -> None:
+    from tabsafe.cli import main
+    from tabsafe.protect.ptable.normal import truncated_normal_ptable
+
+    out = tmp_path / "tn.csv"
+    assert main(["ptable", "--shape", "truncated-normal", "--max-noise", "5", "--variance", "2", "--out",
+                 str(out), "--quiet"]) == 0
+    assert PTable.from_file(out) == truncated_normal_ptable(5, 2.0)
+    bad = tmp_path / "bad.csv"
+    assert main(["ptable", "--shape", "truncated-normal", "--max-noise", "5", "--variance", "2", "--pstay", "0.5",
+                 "--out", str(bad)]) == 2
+    assert not bad.exists()

@@ -74,7 +74,7 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
         "synth": ["--persons", "300"],
         "ptable": ["--max-noise", "3", "--variance", "2"],
         "risk": [persons, "--by", "sex", "--min-freq", "3"],
-        "swap": [persons, "--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3",
+        "swap": [persons, "--geography", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3",
                  "--swaprate", "0.05", "--seed", "1"],
         "keys-admin": ["--data", str(_served(small_census, tmp)), "list"],
         "measure": ["info-gain", "--method", "ckm", "--max-noise", "3", "--variance", "2"],

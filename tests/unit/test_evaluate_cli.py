@@ -124,3 +124,41 @@ def test_outputs_are_checked_before_any_work(small_census, tmp_path: Path, capsy
     assert "--releases" in capsys.readouterr().err
     assert not (tmp_path / "r.html").exists()
     assert sorted(p.name for p in foreign.iterdir()) == ["notes.txt"]
+
+
+def test_evaluate_reports_structure_measures_and_imputed_suppression(small_census, tmp_path: Path, capsys) -> None:
+    """The log-linear fit, median subgroup entropy and cell-size variance are in every result,
+    and a suppressed table's distances are also given with its cells imputed (000 §5.8): the
+    figures equal the functions run on the same tables, and the report shows them."""
+    import numpy as np
+
+    import tabsafe as ts
+    from tabsafe.evaluate.measures import Comparison, relative_absolute_distance
+    from tabsafe.evaluate.table_measures import impute_suppressed, loglinear_fit, median_subgroup_entropy
+
+    cfg = _config(tmp_path, small_census)
+    out = tmp_path / "report.html"
+    rel = tmp_path / "releases"
+    assert main(["evaluate", str(cfg), "--out", str(out), "--json", str(tmp_path / "m.json"),
+                 "--releases", str(rel)]) == 0, capsys.readouterr().err
+    data = json.loads((tmp_path / "m.json").read_text())
+    results = {r["setting"]: r for r in data["results"]}
+    sup = results["threshold 3"]
+    u = sup["measures"]["utility"]
+    original = ts.tabulate(ts.Microdata.from_file(small_census.persons), ["region", "age", "sex"])
+    protected = ts.build_method("suppress", {"min_freq": 3}).protect(original, seed=12).release.table
+    cmp = Comparison.of(original, protected, rows="region")
+    idx = np.ix_(*[cmp._leaves(a) for a in range(3)])
+    assert u["loglinear"]["before"]["chi2"] == pytest.approx(loglinear_fit(cmp.original[idx])["chi2"])
+    assert u["loglinear"]["after"]["chi2"] == pytest.approx(loglinear_fit(cmp.published[idx])["chi2"])
+    assert u["subgroup_entropy"]["before"] == pytest.approx(median_subgroup_entropy(cmp.original[idx], [0]))
+    for how in ("midpoint", "average"):
+        filled = Comparison.of(original, impute_suppressed(protected, how=how), rows="region")
+        o, p = filled.inner()
+        assert u["imputed"][how]["rad"]["mean"] == pytest.approx(relative_absolute_distance(o, p).mean)
+    # imputing is closer to the original than zeros
+    assert u["imputed"]["midpoint"]["aad"]["mean"] < u["inner"]["aad"]["mean"]
+    assert "imputed" not in results["ckm (max_noise 3, variance 2, js 1)"]["measures"]["utility"]
+    page = out.read_text()
+    assert "log-linear model" in page and "median entropy of the subgroups of region" in page
+    assert "suppressed cells as interval midpoints" in page

@@ -13,7 +13,7 @@ import pytest
 
 from tabsafe.cli import main
 
-SWAP = ["--hierarchy", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
+SWAP = ["--geography", "region,area,small_area", "--risk-vars", "sex,age", "--k", "3", "--swaprate", "0.05",
         "--similar", "household_size"]
 
 
@@ -60,7 +60,7 @@ def test_swap_csv_keeps_codes_and_draws_a_seed(tmp_path: Path, capsys) -> None:
     src = tmp_path / "people.csv"
     df.to_csv(src, index=False)
     out = tmp_path / "out.csv"
-    code, stdout, err = cli(["swap", src, "--method", "random", "--hierarchy", "area,small_area", "--swaprate", 0.2,
+    code, stdout, err = cli(["swap", src, "--method", "random", "--geography", "area,small_area", "--swaprate", 0.2,
                              "--similar", "hsize", "--out", out], capsys)
     assert code == 0, err
     assert "seed" in stdout and "give --seed" in stdout
@@ -110,6 +110,13 @@ def _broken(small_census, tmp_path: Path, what: str) -> Path:
         (None, [*SWAP[:4], "--k", "0", *SWAP[6:]], "--k must be an integer >= 1; got 0"),
         (None, SWAP[2:], "needs --geography"),
         (None, [*SWAP, "--similar", "region"], "'region' is a geography variable: it cannot be in --similar"),
+        (None, [*SWAP, "--hierarchy", "region,area,small_area"], "give the geography levels with --geography only"),
+        (None, ["--hierarchy", "region,area,small_area", *SWAP[2:]],
+         "--hierarchy takes VAR=FILE; name the geography levels with --geography region,area,small_area"),
+        (None, [*SWAP, "--pairrate", "0.1"], "give --swaprate (share of households swapped) or --pairrate"),
+        (None, [*SWAP, "--risk", "age"], "exactly one source of risk"),
+        (None, [*SWAP[:2], "--risk", "age", *SWAP[6:]], "--risk needs --risk-threshold"),
+        (None, [*SWAP, "--donors", "nearby"], "--donors must be one of anywhere, same-top-area"),
     ],
 )
 def test_swap_bad_input_is_one_line_and_writes_nothing(small_census, tmp_path: Path, capsys, data, args,

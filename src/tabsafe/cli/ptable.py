@@ -42,6 +42,10 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
             group.add_argument(as_flag(p.name), action=argparse.BooleanOptionalAction, **kwargs)
         else:
             group.add_argument(as_flag(p.name), metavar=p.constraint.metavar, required=p.required, **kwargs)
+    group.add_argument("--shape", choices=("maximum-entropy", "truncated-normal"), default="maximum-entropy",
+                       help="maximum-entropy (seed 000 §5.4, the default) or truncated-normal (seed 004 §3.3: "
+                            "noise N(0, V) made integer, truncated at -min(i, D) and +D; --js, --pstay and "
+                            "--monotony do not apply)")
     out = parser.add_argument_group("output")
     out.add_argument("--out", required=True, metavar="FILE",
                      help="p-table file to write: .csv or .txt (either layout)")
@@ -64,6 +68,19 @@ def params_from_args(args: argparse.Namespace) -> Any:
             continue
         values[p.name] = bool(raw) if p.constraint.is_flag else p.constraint.from_text(p.name, raw)
     return PTableParams(**values)
+
+
+def _generate(args: argparse.Namespace, params: Any, maxent: Any) -> Any:
+    """The p-table of the shape asked for."""
+    if args.shape == "maximum-entropy":
+        return maxent(params)
+    from tabsafe.protect.ptable.normal import truncated_normal_ptable
+
+    given = [as_flag(n) for n in ("js", "pstay", "monotony") if getattr(args, _PREFIX + n, None) is not None]
+    if given:
+        raise InputError(f"{', '.join(given)}: for the maximum entropy p-table only; --shape truncated-normal "
+                         "takes --max-noise and --variance")
+    return truncated_normal_ptable(params.max_noise, params.variance)
 
 
 def _label(ptable: Any, i: int) -> str:
@@ -92,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
         table_path = out.plan(args.out)
         plot_path = out.plan(args.plot, option="plot") if args.plot else None
         report_path = out.plan(args.report, option="report") if args.report else None
-        ptable = generate_ptable(params)
+        ptable = _generate(args, params, generate_ptable)
         write_ptable(ptable, table_path, layout=args.file_format, outputs=out)
         if plot_path is not None:
             plot_ptable(ptable, plot_path, outputs=out)
@@ -101,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
             below = {r.i for r in ptable.rows_below()}
             payload = {
                 "params": params.params(),
+                "shape": args.shape,
                 "format": args.file_format,
                 "i_max": ptable.i_max,
                 "rows": [{**r.to_json(), "below_variance": r.i in below} for r in ptable.row_reports],

@@ -2,7 +2,9 @@
 
 ``--method targeted`` (the default; ``targeted-swap``), ``random`` (``random-swap``) or any
 registered microdata method (``pram``); its options are generated from its declared parameters,
-and ``--hierarchy a,b,c`` names the geography levels (the ``geography`` parameter). The output
+and ``--geography a,b,c`` names the geography levels (columns of the data, top level first).
+``--hierarchy`` means ``VAR=FILE`` here as in every command; swapping reads no hierarchy file, so
+it is refused with a line that names ``--geography`` (earlier versions named the levels with it). The output
 is microdata — internal data, written private to the user — with the perturbed variables and a
 flag per record (``swapped``, or ``changed`` for PRAM); ``--report`` writes the method's report
 with its private figures (also a private file), ``--evaluation`` what happened to each record.
@@ -34,7 +36,7 @@ def _method_in(argv: Sequence[str]) -> str:
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
-    from tabsafe.cli.options import _PREFIX, add_method_options
+    from tabsafe.cli.options import add_method_options
     from tabsafe.registry import get_method
 
     parser.add_argument("data", metavar="DATA", help="microdata file (.parquet or .csv)")
@@ -56,9 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
         return  # reported with one line when the command runs
     if cls.kind != "microdata":
         return
-    if any(p.name == "geography" for p in cls.parameters()):
-        parser.add_argument("--hierarchy", dest=_PREFIX + "geography", metavar="A,B,C",
-                            help="geography variables, top level first (the same as --geography)")
+    parser.add_argument("--hierarchy", action="append", default=[], metavar="VAR=FILE",
+                        help="not used by swapping (the geography levels are columns: --geography A,B,C)")
     add_method_options(parser, [cls])
 
 
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     cls = get_method(ALIASES.get(args.method, args.method))
     if cls.kind != "microdata":
         raise InputError(f"method {cls.name!r} protects tables, not microdata: use tabsafe protect")
+    _check_hierarchy(args, cls)
     method = method_from_args(cls, args)
     output_format(args.out)
     if args.evaluation:
@@ -115,6 +117,24 @@ def run(args: argparse.Namespace) -> int:
             out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
     _say(args, result.report, n_records)
     return 0
+
+
+def _check_hierarchy(args: argparse.Namespace, cls: Any) -> None:
+    """``--hierarchy`` takes ``VAR=FILE`` everywhere; swapping has no use for one, and the
+    geography levels have their own option."""
+    from tabsafe.cli.options import _PREFIX
+
+    given = [v for v in getattr(args, "hierarchy", []) or []]
+    if not given:
+        return
+    has_geo = any(p.name == "geography" for p in cls.parameters())
+    if has_geo and getattr(args, _PREFIX + "geography", None) is not None:
+        raise InputError("give the geography levels with --geography only: --hierarchy takes VAR=FILE (a hierarchy "
+                         "file), which swapping does not read")
+    if has_geo and not any("=" in v for v in given):
+        raise InputError(f"--hierarchy takes VAR=FILE; name the geography levels with --geography {given[0]}")
+    raise InputError(f"tabsafe swap --method {cls.name} reads no hierarchy file: drop --hierarchy"
+                     + (" (the geography levels are columns, named with --geography A,B,C)" if has_geo else ""))
 
 
 def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:

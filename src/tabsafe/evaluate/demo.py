@@ -31,7 +31,8 @@ DEMO_TABLES: dict[str, tuple[tuple[str, ...], dict[str, str], str]] = {
 CENSUS_PARAMS: dict[str, dict[str, Any]] = {
     "targeted-swap": {"geography": ["region", "area", "small_area"], "risk_vars": ["sex", "age"], "k": 2,
                       "swaprate": 0.05, "similar": [["household_size"]]},
-    "random-swap": {"geography": ["area", "small_area"], "swaprate": 0.05, "similar": [["household_size"]]},
+    # seed 002 §3.1: 5% sampled, each with a partner (10% swapped)
+    "random-swap": {"geography": ["area", "small_area"], "pairrate": 0.05, "similar": [["household_size"]]},
     "pram": {"variable": "small_area", "within": ["area"], "retention": 0.9, "household": "household_id"},
     # the papers' own settings: Barnardisation p = 0.2 (000 §5.3), the ABS perturbation x = 2 in
     # its consistent, record-key form (001 §4), perturbation weights expecting one household per

@@ -325,11 +325,37 @@ def _stat_rows(ev: Evaluation, table: str) -> list[tuple[str, Callable[[Result],
 
         rows.append((f"Pearson χ² ({first.measures['utility']['chi_square'][i]['before']['dof']} df), "
                      f"{_e(chi['table'])}", chi2))
+    rows += _structure_rows(first)
     anova = first.measures["utility"].get("anova")
     if anova:
         rows.append((f"ANOVA R² of {_e(anova['target'])} between {_e(anova['groups'])}",
                      lambda r: f"{_f(_get(r.measures, 'utility.anova.r2_before'))} → "
                                f"{_f(_get(r.measures, 'utility.anova.r2_after'))}"))
+    return rows
+
+
+def _structure_rows(first: Result) -> list[tuple[str, Callable[[Result], str]]]:
+    """Log-linear fit, median subgroup entropy, cell-size variance, distances with suppressed
+    cells imputed (000 §5.8, 002 §4.1, 004 §5.2)."""
+    u = first.measures["utility"]
+    rows: list[tuple[str, Callable[[Result], str]]] = []
+    if u.get("loglinear"):
+        ll = u["loglinear"]
+        rows.append((f"log-linear model ({_e(ll['model'])}), Pearson χ² of fit ({ll['before']['df']} df)",
+                     lambda r: f"{_f(_get(r.measures, 'utility.loglinear.before.chi2'), 1)} → "
+                               f"{_f(_get(r.measures, 'utility.loglinear.after.chi2'), 1)}"))
+    if u.get("subgroup_entropy"):
+        rows.append((f"median entropy of the subgroups of {_e(u['subgroup_entropy']['groups'])}",
+                     lambda r: f"{_f(_get(r.measures, 'utility.subgroup_entropy.before'))} → "
+                               f"{_f(_get(r.measures, 'utility.subgroup_entropy.after'))}"))
+    if u.get("cell_size_variance"):
+        rows.append(("variance ratio of cell counts, mean over columns",
+                     lambda r: _f(_get(r.measures, "utility.cell_size_variance.by_column.mean"))))
+        rows.append(("variance ratio of cell counts, whole table",
+                     lambda r: _f(_get(r.measures, "utility.cell_size_variance.table"))))
+    for how, words in (("midpoint", "interval midpoints"), ("average", "averages of the totals")):
+        rows.append((f"relative absolute distance, suppressed cells as {words}",
+                     lambda r, how=how: _with_se(_get(r.measures, f"utility.imputed.{how}.rad"))))
     return rows
 
 

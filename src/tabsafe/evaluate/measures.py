@@ -570,4 +570,31 @@ def utility_measures(cmp: Comparison, *, anova_target: str | None = None,
         co, cp, scores, how = cmp.anova_counts(target)
         out["anova"] = {"target": target, "groups": cmp.row_variable, "scores": how,
                         "r2_before": _num(anova_r2(co, scores)), "r2_after": _num(anova_r2(cp, scores))}
+    out.update(structure_measures(cmp))
+    return out
+
+
+def structure_measures(cmp: Comparison) -> dict[str, Any]:
+    """The table-structure measures of :mod:`tabsafe.evaluate.table_measures` before and after:
+    the log-linear model's fit (000 §5.8), the median entropy of the subgroups of the row
+    variable (002 §4.1), the variance of the cell size by column and table (000 §5.8, 004 §5.2)."""
+    from tabsafe.evaluate.table_measures import loglinear_fit, median_subgroup_entropy, variance_of_cell_size
+
+    idx = np.ix_(*[cmp._leaves(a) for a in range(len(cmp.dimensions))])
+    o_all, p_all = cmp.original[idx], cmp.published[idx]
+    o, p = cmp.inner()
+    def clean(x: Any) -> Any:  # NaN is not JSON: None, as _num does
+        return {k: clean(v) for k, v in x.items()} if isinstance(x, dict) else _num(x) if isinstance(x, float) else x
+
+    out: dict[str, Any] = {"cell_size_variance": clean(variance_of_cell_size(o, p))}
+    out["subgroup_entropy"] = {"groups": cmp.row_variable,
+                               "before": _num(median_subgroup_entropy(o_all, [cmp.row_axis])),
+                               "after": _num(median_subgroup_entropy(p_all, [cmp.row_axis]))}
+    if len(cmp.dimensions) >= 2:
+        def fit(arr: np.ndarray) -> dict[str, Any]:
+            f = loglinear_fit(arr)
+            return {"chi2": _num(f["chi2"]), "g2": _num(f["g2"]), "df": f["df"], "p_value": _num(f["p_value"])}
+
+        model = "independence" if len(cmp.dimensions) == 2 else "every two-way interaction, no higher"
+        out["loglinear"] = {"model": model, "before": fit(o_all), "after": fit(p_all)}
     return out

@@ -477,6 +477,33 @@ def config_json(config: EvaluationConfig) -> dict[str, Any]:
     }
 
 
+#: suppressed cells up to this many get interval midpoints (two small LPs each); beyond, averages only
+MAX_MIDPOINT_CELLS = 5_000
+
+
+def imputed_utility(original: Any, release: Any, rows: str | None) -> dict[str, Any]:
+    """The distances of the inner cells as a user who fills the suppressed cells sees them (seed
+    000 §5.8): interval midpoints, and averages of what the totals leave (zeros: the main figures)."""
+    from tabsafe.evaluate.measures import (
+        Comparison,
+        average_absolute_distance,
+        hellinger_distance,
+        relative_absolute_distance,
+    )
+    from tabsafe.evaluate.table_measures import impute_suppressed
+
+    table = getattr(release, "table", release)
+    out: dict[str, Any] = {}
+    for how in ("midpoint", "average"):
+        if how == "midpoint" and Comparison.of(original, table, rows=rows).suppressed > MAX_MIDPOINT_CELLS:
+            continue
+        cmp = Comparison.of(original, impute_suppressed(table, how=how), rows=rows)
+        o, p = cmp.inner()
+        out[how] = {"hellinger": hellinger_distance(o, p).to_json(), "rad": relative_absolute_distance(o, p).to_json(),
+                    "aad": average_absolute_distance(o, p).to_json()}
+    return out
+
+
 def _measure(t: TableConfig, setting: Setting, original: Any, release: Any, report: Mapping[str, Any],
              options: MeasureOptions, records: tuple[Any, Any] | None, file_name: str) -> Result:
     from tabsafe.evaluate.distribution import cell_distribution
@@ -489,6 +516,8 @@ def _measure(t: TableConfig, setting: Setting, original: Any, release: Any, repo
         dist = cell_distribution(setting.methods[0])
     utility = utility_measures(cmp, anova_target=t.anova_target, distribution=dist,
                                max_binomial_count=options.max_binomial_count)
+    if cmp.suppressed:
+        utility["imputed"] = imputed_utility(original, release, t.row_variable)
     o_inner, p_inner = cmp.inner_cells()
     moved = transitions = None
     records_before, records_after = records if records is not None else (None, None)

@@ -20,10 +20,15 @@ with ``q = 1/a_k`` (``a_k ≥ 1``) a household of stratum ``k`` gets weight 1 wi
 as n_k or 0.5 n_k in order to achieve an expected value of 1 or 2 households per stratum". The
 parameter ``per_stratum`` is that expected number: ``a_k = max(1, n_k / per_stratum)``.
 
+The strata are the paper's by default: the small area (``strata``) crossed with the household
+size group 1, 2, 3, 4, 5+ (``size_groups = 5``; the paper adds that "groups 1, 2, 3+" may do:
+``size_groups = 3``), the size being the household's number of persons in the data.
+
 Records keep every column; the method adds the weight column (the product of an existing record
 weight and the perturbation weight) and tells tabulation to count by it, so every table built from
 the perturbed records is a weighted sum: consistent across tables (the same microdata) and
-additive, as the paper says.
+additive, as the paper says. An existing record weight must be a whole number (tables count
+integers): a fractional, negative or missing weight is refused with one line, never truncated.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ import pyarrow as pa
 from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, MicrodataMethod, MicrodataOutcome
-from tabsafe.params import Real, Text, TextList, parameter
+from tabsafe.params import Int, Real, Text, TextList, parameter
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.microdata import Microdata
@@ -81,7 +86,7 @@ def _codes(column: pa.ChunkedArray) -> np.ndarray:
 class PerturbationWeights(MicrodataMethod):
     """Perturbation weights: households within strata weighted 0, 1, 2 or 3 at random (001 §7).
 
-    Within each stratum (small area × household-size group) each household gets the weight 1
+    Within each stratum (small area × household-size group 1, 2, 3, 4, 5+) each household gets the weight 1
     with probability ``1 − q``, else 0, 2 or 3 (shares 0.6, 0.2, 0.2), where
     ``q = per_stratum / n_k`` for a stratum of ``n_k`` households (at most 1): ``per_stratum``
     households per stratum are expected to be perturbed. Every person of a household gets its
@@ -90,8 +95,10 @@ class PerturbationWeights(MicrodataMethod):
     the derivation.
 
     Attributes:
-        strata: the variables whose combinations are the strata (the paper: small area and
-            household-size group).
+        strata: the variables whose combinations are the strata, with the size groups (the
+            paper: the small area).
+        size_groups: households are also stratified by their number of persons in groups 1, 2,
+            …, N-1, N+ (the paper: 5, i.e. 1, 2, 3, 4, 5+; it suggests 3 may do); 0: not by size.
         household: the household identifier; every person of a household gets its weight.
         per_stratum: households per stratum expected to get a weight other than 1 (a_k = n_k /
             per_stratum, at least 1); 0 leaves every weight at 1.
@@ -101,7 +108,8 @@ class PerturbationWeights(MicrodataMethod):
     name: ClassVar[str] = "weights"
     declared: ClassVar[Capabilities] = Capabilities(random=True)
 
-    strata: tuple[str, ...] = parameter(("small_area", "household_size"), check=TextList())
+    strata: tuple[str, ...] = parameter(("small_area",), check=TextList(min_items=0))
+    size_groups: int = parameter(5, check=Int(min=0, max=1000))
     household: str = parameter("household_id", check=Text(identifier=True))
     per_stratum: float = parameter(1.0, check=Real(min=0))
     weight: str = parameter("weight", check=Text(identifier=True))
@@ -151,23 +159,23 @@ class PerturbationWeights(MicrodataMethod):
         for v in self.strata:
             codes = _codes(records.column(v))
             stratum = stratum * (int(codes.max(initial=0)) + 1) + codes
-        # one stratum per household (its persons share small area and household size)
-        hh, first = np.unique(household, return_index=True)
+        # one stratum per household (its persons share the strata variables)
+        hh, first, size = np.unique(household, return_index=True, return_counts=True)
         hh_stratum = stratum[first]
         mixed = stratum != hh_stratum[np.searchsorted(hh, household)]
         if mixed.any():
             raise InputError(f"{_n(int(np.unique(household[mixed]).size), 'household')} have persons in different "
                              f"strata ({', '.join(self.strata)}): a household's persons must share them",
                              where=microdata.source.describe())
+        if self.size_groups:
+            # the paper's household-size groups 1, 2, …, N+ from the persons in the data
+            hh_stratum = hh_stratum * (self.size_groups + 1) + np.minimum(size, self.size_groups)
         _, stratum_of_hh, n_k = np.unique(hh_stratum, return_inverse=True, return_counts=True)
         q = np.minimum(1.0, self.per_stratum / n_k[stratum_of_hh])
         w_hh = perturbation_weights(q, np.random.default_rng(seed).random(hh.size))
         w = w_hh[np.searchsorted(hh, household)]
         if microdata.weight is not None:
-            from tabsafe._arrow import to_numpy
-
-            base = to_numpy(records.column(microdata.weight).combine_chunks(), fill=0)
-            w = w * np.asarray(base).astype(np.int64)
+            w = w * _record_weights(records, microdata.weight, where=microdata.source.describe())
         from tabsafe._arrow import from_numpy
 
         column = from_numpy(w.astype(np.int64))
@@ -191,6 +199,25 @@ class PerturbationWeights(MicrodataMethod):
             notes=(f"tables count records weighted by {self.weight!r} (perturbation weights 0, 1, 2, 3 on whole "
                    "households): they are consistent and additive",),
         )
+
+
+def _record_weights(records: pa.Table, name: str, *, where: str) -> np.ndarray:
+    """The data's own record weights as integers: tables count whole units, so a fractional
+    weight is refused (never truncated), as tabulation refuses it."""
+    from tabsafe._arrow import to_numpy
+
+    col = records.column(name)
+    if col.null_count:
+        raise InputError(f"the record weight {name!r} has {_n(col.null_count, 'missing value')}", where=where)
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)):
+        raise InputError(f"the record weight {name!r} must hold numbers; it holds {col.type}", where=where)
+    values = np.asarray(to_numpy(col.cast(pa.float64()).combine_chunks()), dtype=np.float64)
+    bad = ~np.isfinite(values) | (values < 0) | (values != np.floor(values))
+    if bad.any():
+        row = int(np.flatnonzero(bad)[0])
+        raise InputError(f"the record weight {name!r} must hold whole numbers of 0 or more (tables count whole "
+                         f"units; perturbation weights multiply it); row {row + 1:,} has {values[row]:g}", where=where)
+    return values.astype(np.int64)
 
 
 def _n(n: int, word: str) -> str:

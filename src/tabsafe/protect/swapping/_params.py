@@ -47,6 +47,10 @@ class Profiles(Constraint):
         return [list(p) for p in value]
 
 
+#: sdcMicro's default swap rate (share of households swapped)
+DEFAULT_SWAPRATE = 0.05
+
+
 @dataclass(frozen=True, kw_only=True)
 class SwapMethod(MicrodataMethod):
     """Base of the record swapping methods: the geography and what pairs must share.
@@ -57,8 +61,12 @@ class SwapMethod(MicrodataMethod):
         similar: similarity profiles a household and its partner must share, tried in order
             (fallbacks separated by ';', e.g. 'household_size,tenure;household_size'); the values
             of a household's first record are compared. Empty: any household.
-        swaprate: share of households sampled for swapping, each with a partner from another area
-            (so about twice this share change geography); reached in every top-level area.
+        swaprate: share of households swapped, both households of a pair counted (sdcMicro's
+            recordSwap meaning: 0.05 moves 5% of households); reached in every top-level area.
+            0.05 when neither this nor pairrate is given.
+        pairrate: instead of the swap rate, the share of households sampled for swapping, each
+            with a partner from another area (so about twice this share change geography; the
+            meaning tabsafe's --swaprate had before, and seed 002 §3.1's "5% sampled + partners").
         carry_along: household-level variables that travel with the geography.
         household: the household variable (whole households are swapped); none: every record on
             its own.
@@ -68,13 +76,23 @@ class SwapMethod(MicrodataMethod):
 
     geography: tuple[str, ...] = parameter(check=TextList())
     similar: tuple[tuple[str, ...], ...] = parameter((), check=Profiles())
-    swaprate: float = parameter(0.05, check=Real(min=0, max=1))
+    swaprate: float | None = parameter(None, check=Optional(Real(min=0, max=1)))
+    pairrate: float | None = parameter(None, check=Optional(Real(min=0, max=1)))
     carry_along: tuple[str, ...] = parameter((), check=TextList(min_items=0))
     household: str | None = parameter("household_id", check=Optional(Text(identifier=True)))
 
+    @property
+    def rate(self) -> float:
+        """The swap rate in force: the one given, else 0.05 (unless the pair rate is given)."""
+        if self.swaprate is not None:
+            return self.swaprate
+        return 0.0 if self.pairrate is not None else DEFAULT_SWAPRATE
+
     def columns(self) -> tuple[str, ...]:
         names = [*self.geography, *(v for p in self.similar for v in p), *self.carry_along,
-                 *getattr(self, "risk_vars", ()), *([self.household] if self.household else [])]
+                 *getattr(self, "risk_vars", ()), *getattr(self, "risk", ()),
+                 *([self.flag] if getattr(self, "flag", None) else []),
+                 *([self.household] if self.household else [])]
         return tuple(dict.fromkeys(names))
 
     def spec(self) -> Any:
@@ -88,6 +106,11 @@ class SwapMethod(MicrodataMethod):
         result = swap_records(microdata.read(), self.spec(), seed, where=microdata.source.describe())
         return MicrodataOutcome(data=result.data, evaluation=result.evaluation, figures=result.figures,
                                 private=result.private, notes=result.notes)
+
+    def validate(self) -> None:
+        if self.pairrate is not None and self.swaprate is not None:
+            raise InputError(f"give {param('swaprate')} (share of households swapped) or {param('pairrate')} (share "
+                             "sampled, each with a partner), not both")
 
     def apply_on(self, engine: Any, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
         """On Spark: the same swaps, area by area where the records are

@@ -113,6 +113,8 @@ def swap_on_spark(engine: Any, microdata: Any, spec: SwapSpec, seed: int) -> Spa
     with spark_errors("swapping failed", where=where):
         _check_household_type(frame, spec.household, where)
         records = _ordered(frame, microdata.source, spec)
+        if on_driver(spec):
+            return _swap_on_driver(frame, records, spec, seed, where)
         households = _households(records, spec)
         try:
             _check(frame, households, spec, where)
@@ -201,8 +203,9 @@ def _ordered(frame: Any, source: Any, spec: SwapSpec) -> Any:
 
     from tabsafe.model.microdata import FileSource
 
-    names = list(dict.fromkeys([spec.household, *spec.geography, *(spec.risk_vars or ()),
-                                *(v for p in spec.similar for v in p), *spec.carry_along]))
+    names = list(dict.fromkeys([spec.household, *spec.geography, *(spec.risk_vars or ()), *spec.risk,
+                                *([spec.flag] if spec.flag else []), *(v for p in spec.similar for v in p),
+                                *spec.carry_along]))
     if not spec.similar:
         return frame.select(*names, F.lit(0).alias(_FILE), F.lit(0).cast("long").alias(_ROW))
     if isinstance(source, FileSource) and (source.is_folder or any(ch in source.path for ch in "*?[")):
@@ -291,7 +294,7 @@ class _TopRows:
         pid = _task_partition()
         start = self.offsets[pid]
         mc0 = to_numpy(table.column("__mc0")).astype(np.int64)
-        key, tiebreak = top_level_draws(self.seed, self.n, mc0, start)
+        key, tiebreak = top_level_draws(self.seed, self.n, 1.0 / np.maximum(mc0, 1), start)
         keep = np.zeros(table.num_rows, dtype=bool)
         head_bits = np.zeros(table.num_rows, dtype=np.int64)
         if self.heads is None:
@@ -366,7 +369,7 @@ def _top_level(households: Any, spec: SwapSpec, seed: int) -> _TopOnDriver:
     n_profiles = len(spec.profiles)
     cands = households.mapInArrow(_TopRows(spec, seed, total, offsets, None), schema).toArrow()
     if cands.num_rows == 0:
-        t, hh, top, _, _ = _reduced(cands, None, n_profiles)
+        t, hh, top, _, _ = _reduced(cands, None, n_profiles, spec.k)
         return _TopOnDriver(top_level(t, spec), hh, top, 0, 0, 0, 1)
     n_cand = cands.num_rows
     # a first guess of each head's length: the bound of heads_suffice, twice over (half the
@@ -380,7 +383,7 @@ def _top_level(households: Any, spec: SwapSpec, seed: int) -> _TopOnDriver:
         passes += 1
         fetched = households.mapInArrow(_TopRows(spec, seed, total, offsets, wanted), schema).toArrow()
         heads, complete = _merge_heads(fetched, wanted)
-        t, hh, top, in_head, group_labels = _reduced(cands, (fetched, heads), n_profiles)
+        t, hh, top, in_head, group_labels = _reduced(cands, (fetched, heads), n_profiles, spec.k)
         complete_by_group = [np.array([complete[p].get(g, False) for g in group_labels[p]], dtype=bool)
                              for p in range(n_profiles)]
         short = heads_suffice(t, spec, in_head, complete_by_group)
@@ -426,7 +429,7 @@ def _merge_heads(fetched: pa.Table, wanted: list[dict[str, int]]) -> tuple[list[
     return heads, complete
 
 
-def _reduced(cands: pa.Table, fetched: tuple[pa.Table, list[np.ndarray]] | None, n_profiles: int) -> tuple[
+def _reduced(cands: pa.Table, fetched: tuple[pa.Table, list[np.ndarray]] | None, n_profiles: int, k: int) -> tuple[
         TopLevelInput, list[Any], list[str], list[np.ndarray], list[list[str]]]:
     """The top level's reduced input from the candidates and the heads (``fetched``: the rows
     and, per profile, which of them are in the head), each household once, in identifier order
@@ -458,8 +461,9 @@ def _reduced(cands: pa.Table, fetched: tuple[pa.Table, list[np.ndarray]] | None,
         groups = {label: i for i, label in enumerate(dict.fromkeys(values))}
         profiles.append(np.array([groups[x] for x in values], dtype=np.int64))
         group_labels.append(list(groups))
+    mc0 = sub.column("mc0").to_numpy().astype(np.int64)
     t = TopLevelInput(area=np.array([areas[x] for x in top], dtype=np.int64), profiles=tuple(profiles),
-                      min_count=sub.column("mc0").to_numpy().astype(np.int64), key=sub.column("key").to_numpy(),
+                      risk=1.0 / mc0, at_risk=mc0 < k, key=sub.column("key").to_numpy(),
                       tiebreak=sub.column("tiebreak").to_numpy())
     return t, sub.column("hh").to_pylist(), top, in_head, group_labels
 
@@ -528,8 +532,8 @@ class _AreaSwap:
         within = swap_within(codes, spec, self.seed, free=~used, counted=counted)
         r = roles(H, within.pairs)
         swapped = r.swapped | used
-        tally = within.tally.merge(household_tally(codes, swapped, spec.k))
-        risk = first_risky_level(codes, spec.k) if spec.targeted else np.full(H, -1, dtype=np.int64)
+        tally = within.tally.merge(household_tally(codes, swapped, r.partner, everywhere=used))
+        risk = first_risky_level(codes) if spec.targeted else np.full(H, -1, dtype=np.int64)
         local = np.flatnonzero((r.swapped | (risk >= 0)) & ~used)
         first_level = np.flatnonzero(used)
         names = list(self.schema.names)
@@ -620,6 +624,18 @@ def _swap_areas(frame: Any, records: Any, spec: SwapSpec, seed: int, top: _TopOn
     parts = [top.result.tally] if top is not None else []
     figures, private, notes = report(Tally.total([*parts, *tallies]), spec)
     rows = households.filter(F.col("__tally").isNull())
+    return _joined(frame, rows, spec, figures, private, notes, (households,))
+
+
+def _joined(frame: Any, rows: Any, spec: SwapSpec, figures: dict[str, Any], private: dict[str, Any],
+            notes: tuple[str, ...], cached: tuple[Any, ...]) -> SparkSwap:
+    """Step 5: the records with their households' new geography, and the evaluation, from one
+    row per household swapped or at risk (``rows``: the household id, ``__swapped``, ``__new{i}``
+    and the evaluation's ``__swap_*``, ``__partner``, ``__risk_level``)."""
+    from pyspark.sql import functions as F
+
+    hh = spec.household
+    moved = (*spec.geography, *spec.carry_along)
     changes = rows.filter(F.col("__swapped")).select(hh, *[F.col(f"__new{i}") for i in range(len(moved))],
                                                      F.lit(True).alias("__moved"))
     if figures["households_swapped"] <= BROADCAST_HOUSEHOLDS:
@@ -644,7 +660,50 @@ def _swap_areas(frame: Any, records: Any, spec: SwapSpec, seed: int, top: _TopOn
         per_household = F.broadcast(per_household)
     evaluation = frame.select(hh).join(per_household, on=hh, how="left").select(*ev_cols)
     return SparkSwap(data=data, flagged=flagged, evaluation=evaluation, figures=figures, private=private,
-                     notes=notes, cached=(households,))
+                     notes=notes, cached=cached)
+
+
+# ------------------------------------------------------------------------------ the whole population on the driver
+def on_driver(spec: SwapSpec) -> bool:
+    """Whether the swap cannot split per top-level area: donors from anywhere below the top
+    level, or a risk other than k-anonymity (given risks, a threshold, a flag)."""
+    return spec.targeted and (spec.anywhere or bool(spec.risk) or spec.flag is not None
+                              or spec.risk_threshold is not None)
+
+
+def _swap_on_driver(frame: Any, records: Any, spec: SwapSpec, seed: int, where: str) -> SparkSwap:
+    """Swapping whose donors come from anywhere looks at the whole population at every level:
+    the swapping variables (not the other columns) come to the driver in the embedded engine's
+    record order, :func:`~._swap.swap_records` swaps them there — the same function, so the
+    same swaps — and only the swapped households' new geography goes back to the records. The
+    driver holds the swapping variables of every record (what the embedded engine holds)."""
+    from tabsafe.protect.swapping._population import households as group_households
+    from tabsafe.protect.swapping._swap import swap_records
+
+    table = records.orderBy(_FILE, _ROW).toArrow().drop_columns([_FILE, _ROW])
+    result = swap_records(table, spec, seed, where=where)
+    hh = group_households(result.data, spec.household, option="household", where=where)
+    first = pa.array(hh.first)
+    ev = result.evaluation.take(first)
+    at_risk = pc.is_valid(ev.column("risk_level")) if "risk_level" in ev.column_names else None
+    keep = pc.or_(ev.column("swapped"), at_risk) if at_risk is not None else ev.column("swapped")
+    moved = (*spec.geography, *spec.carry_along)
+    cols: dict[str, Any] = {spec.household: result.data.column(spec.household).take(first),
+                            "__swapped": ev.column("swapped")}
+    for i, v in enumerate(moved):
+        cols[f"__new{i}"] = result.data.column(v).take(first)
+    for name in ("swap_level", "swap_role", "swap_profile"):
+        cols[f"__{name}"] = pc.cast(ev.column(name), pa.string())
+    cols["__partner"] = ev.column("partner")
+    cols["__risk_level"] = (pc.cast(ev.column("risk_level"), pa.string()) if "risk_level" in ev.column_names
+                            else pa.nulls(ev.num_rows, pa.string()))
+    per_household = pa.table(cols).filter(keep)
+    rows = frame.sparkSession.createDataFrame(per_household)
+    for i, v in enumerate(moved):
+        rows = rows.withColumn(f"__new{i}", rows[f"__new{i}"].cast(frame.schema[v].dataType))
+    rows = rows.withColumn(spec.household, rows[spec.household].cast(frame.schema[spec.household].dataType))
+    rows = rows.withColumn("__partner", rows["__partner"].cast(frame.schema[spec.household].dataType))
+    return _joined(frame, rows, spec, result.figures, result.private, result.notes, ())
 
 
 @contextlib.contextmanager

@@ -4,28 +4,36 @@ Targeted record swapping, seed 000 §5.6.1 (METHODS.md §8), on households:
 
 1. Risk. For each level ``k`` of the geography ``G1 ≻ … ≻ GK`` and each record, ``c_k`` is the
    number of records with the same values of the risk variables in the record's area at level
-   ``k``, and its risk is ``1/c_k``; a household's risk is the largest of its members' (the
+   ``k``, and its risk is ``r_k = 1/c_k``; a household's risk is the largest of its members' (the
    seed's rule for swapping whole dwellings). A household is *risky* at level ``k`` when a member
-   has ``c_k < k`` (k-anonymity; ``r > 1/k``). Counts only shrink with the area, so a household
-   risky at a level is risky at every level below.
+   has ``c_k < k`` (k-anonymity; ``r > 1/k``), or, with a threshold ``r_high``, when its risk is
+   ``r_k ≥ r_high`` (the seed's step 2). The risk may instead be given with the data (a column of
+   per-record risks, one for every level or one per level; sdcMicro's ``risk``), risky then at
+   ``r_k ≥ r_high``; or a flag variable may mark the records of small cells (the ONS targeting),
+   whose households are risky at the lowest level (risk 1 there, 0 elsewhere).
 2. Top level. Every risky household at level 1 is swapped with a donor from a different level-1
    area (anywhere in the population) that has its similarity profile and was not swapped yet,
    sampled with probability proportional to the donor's risk at level 1. When no donor has the
    first profile, the next profile is tried, and so on.
-3. Levels 2..K, within each top-level area. Every risky household at level ``k`` not swapped
-   yet (including one that found no donor above: it is protected as far down as a donor exists)
-   is swapped likewise with a donor of the same top-level area in a different level-``k`` area.
-   sdcMicro draws these donors from the whole population; keeping them inside the top-level area
-   keeps every top-level count exact and lets the work split per top-level area with its own
-   random stream (:mod:`._matching`).
-4. Top-up at level K. The *swap rate* ``P`` is the share of households sampled for swapping,
-   each with its partner, so about ``2P`` of households change geography (seed 002 §3.1: 5%
-   sampled + their partners = 10%; seed 000: "``p×N`` overall swaps"). Each top-level area
-   needs ``ceil(P × its households)`` swaps counted by the household sampled (a donor does not
-   count for its own area); when the targeted swaps fall short, further households are sampled
-   with probability proportional to their risk at level K and swapped within the top-level area
-   with a donor from a different level-K area, until the area has its share or no household left
-   has a donor. With one level the top-up runs over the whole population.
+3. Levels 2..K. Every risky household at level ``k`` not swapped yet (including one that found
+   no donor above: it is protected as far down as a donor exists) is swapped likewise with a
+   donor from a different level-``k`` area: from anywhere in the population (``donors =
+   anywhere``, the seed's step 3 and sdcMicro's rule, the default), or from the same top-level
+   area (``donors = same-top-area``: every top-level count stays exact and the work splits per
+   top-level area, which Spark runs in parallel). Each top-level area draws from its own random
+   stream (:mod:`._matching`) either way.
+4. Top-up at level K. The *swap rate* ``p`` is the share of households swapped, both households
+   of a pair counted (sdcMicro's ``swaprate``; seed 000: "``p×N`` overall swaps"): each
+   top-level area needs ``ceil(p × its households / 2)`` pairs. The *pair rate* ``P`` (tabsafe's
+   earlier meaning of the swap rate) is the share of households sampled, each with a partner, so
+   about ``2P`` change geography (seed 002 §3.1: 5% sampled + their partners = 10%): the area
+   needs ``ceil(P × its households)`` pairs. Pairs count for the top-level area of the household
+   sampled (a donor does not count for its own area); when the targeted swaps fall short,
+   further households are sampled with probability proportional to their risk at level K and
+   swapped with a donor from a different level-K area (anywhere, or in the same top-level area,
+   as in step 3), until the area has its share or no household left has a donor. With one level
+   the top-up runs over the whole population. Targeted swaps are made whatever the rate: when
+   they exceed twice the rate, the report says so and why.
 5. Swap. The two households of a pair exchange every geography variable (and the carry-along
    variables), for all their members.
 
@@ -76,19 +84,35 @@ TARGETED, TOP_UP, DONOR = "targeted", "top-up", "donor"
 ROLES = (TARGETED, TOP_UP, DONOR)
 
 
+#: donor scopes below the top level: any other area (seed 000 §5.6.1 step 3, sdcMicro) or the same top-level area
+ANYWHERE, SAME_TOP_AREA = "anywhere", "same-top-area"
+DONOR_SCOPES = (ANYWHERE, SAME_TOP_AREA)
+#: donor weight of a household without risk: after every household with risk, in random order
+_NO_RISK_WEIGHT = 1e-12
+
+
 @dataclass(frozen=True)
 class SwapSpec:
     """What to swap and how (the parameters of the swapping methods).
 
     Attributes:
         geography: geography variables, top level first.
-        risk_vars: risk variables (None: random swapping, no targeting).
+        risk_vars: risk variables (None: random swapping, no targeting; empty: the risk comes
+            from ``risk`` or ``flag``).
         k: a household is risky at a level when a member's risk-variable combination occurs
-            fewer than ``k`` times in its area there.
-        swaprate: share of households sampled for swapping (each with a partner).
+            fewer than ``k`` times in its area there (unless ``risk_threshold`` is given).
+        swaprate: share of households swapped, both of a pair counted (sdcMicro's meaning).
         similar: similarity profiles in the order tried; () means any household matches.
         carry_along: variables that travel with the geography.
         household: the household variable (None: every record is its own household).
+        donors: where donors below the top level come from (:data:`DONOR_SCOPES`).
+        pairrate: when given, the share of households sampled for swapping, each with a partner
+            (used instead of ``swaprate``).
+        risk: per-record risk columns given with the data: one for every level or one per level.
+        risk_threshold: ``r_high``: a household is risky at a level when its risk there is at
+            least this (with ``risk``, required; with ``risk_vars``, instead of ``k``).
+        flag: a variable marking records in small cells (true or 1): their households are risky
+            at the lowest level.
     """
 
     geography: tuple[str, ...]
@@ -98,15 +122,41 @@ class SwapSpec:
     similar: tuple[tuple[str, ...], ...] = ()
     carry_along: tuple[str, ...] = ()
     household: str | None = None
+    donors: str = SAME_TOP_AREA
+    pairrate: float | None = None
+    risk: tuple[str, ...] = ()
+    risk_threshold: float | None = None
+    flag: str | None = None
 
     @property
     def targeted(self) -> bool:
         return self.risk_vars is not None
 
     @property
+    def anywhere(self) -> bool:
+        """Donors below the top level come from anywhere (the work does not split per top-level area)."""
+        return self.donors == ANYWHERE
+
+    @property
     def profiles(self) -> tuple[tuple[str, ...], ...]:
         """The similarity profiles tried, in order (one empty profile: any household)."""
         return self.similar or ((),)
+
+    def target_pairs(self, households: np.ndarray) -> np.ndarray:
+        """Pairs the rate asks for in scopes of ``households`` households (step 4)."""
+        if self.pairrate is not None:
+            return np.ceil(self.pairrate * households - 1e-9).astype(np.int64)
+        return np.ceil(self.swaprate * households / 2 - 1e-9).astype(np.int64)
+
+    def risk_rule(self) -> str:
+        """What makes a household risky, in words (for notes)."""
+        if self.flag is not None:
+            return f"a member flagged by {self.flag} (at {self.geography[-1]})"
+        if self.risk:
+            return f"risk from {','.join(self.risk)} of at least {self.risk_threshold:g}"
+        if self.risk_threshold is not None:
+            return f"risk 1/count of {','.join(self.risk_vars or ())} of at least {self.risk_threshold:g}"
+        return f"a combination of {','.join(self.risk_vars or ())} shared by fewer than {self.k} in the area"
 
 
 @dataclass(frozen=True)
@@ -130,9 +180,13 @@ def check_spec(columns: Sequence[str], spec: SwapSpec, where: str) -> None:
     wanted += [(v, "risk_vars") for v in spec.risk_vars or ()]
     wanted += [(v, "similar") for prof in spec.similar for v in prof]
     wanted += [(v, "carry_along") for v in spec.carry_along]
+    wanted += [(v, "risk") for v in dict.fromkeys(spec.risk)]
+    if spec.flag is not None:
+        wanted.append((spec.flag, "flag"))
     if spec.household is not None:
         wanted.append((spec.household, "household"))
     check_columns(list(columns), wanted, where=where)
+    check_risk_options(spec)
     geo = set(spec.geography)
     for prof in spec.similar:
         clash = geo.intersection(prof)
@@ -151,6 +205,27 @@ def check_spec(columns: Sequence[str], spec: SwapSpec, where: str) -> None:
                 raise InputError(f"the household variable {spec.household!r} cannot be in {param(option)}")
 
 
+def check_risk_options(spec: SwapSpec) -> None:
+    """Exactly one source of risk for targeted swapping, with the threshold it needs."""
+    if not spec.targeted:
+        return
+    sources = [name for name, given in (("risk_vars", bool(spec.risk_vars)), ("risk", bool(spec.risk)),
+                                        ("flag", spec.flag is not None)) if given]
+    if len(sources) != 1:
+        raise InputError(f"targeted swapping needs exactly one source of risk: {param('risk_vars')} "
+                         f"(k-anonymity), {param('risk')} (risk columns) or {param('flag')} (a small-cell flag)"
+                         + (f"; got {', '.join(param(s) for s in sources)}" if sources else ""))
+    if spec.risk and len(spec.risk) not in (1, len(spec.geography)):
+        raise InputError(f"{param('risk')} gives one column for every level or one per level of "
+                         f"{param('geography')} ({len(spec.geography)}); got {len(spec.risk)}")
+    if spec.risk and spec.risk_threshold is None:
+        raise InputError(f"{param('risk')} needs {param('risk_threshold')} (r_high: households whose risk is at "
+                         "least this are swapped)")
+    if spec.flag is not None and spec.risk_threshold is not None:
+        raise InputError(f"{param('risk_threshold')} does not apply to {param('flag')} (flagged households are "
+                         "the risky ones)")
+
+
 # ------------------------------------------------------------------------------ households
 @dataclass(frozen=True, eq=False)
 class HouseholdCodes:
@@ -163,24 +238,24 @@ class HouseholdCodes:
         top_labels: the top level's codes; they name the areas' random streams.
         profiles: per similarity profile, each household's combination (equal ids: the same
             profile; one all-zero array when any household matches).
-        min_count: per level, the smallest count of a member's risk-variable combination in the
-            household's area there (empty for random swapping and for no records).
+        risk: per level, the household's risk there: the largest of its members' (``1/count`` of
+            their risk-variable combination in the area, a given risk, or the flag); empty for
+            random swapping and for no records. It orders candidates (most at risk first) and
+            weights donors.
+        at_risk: per level, whether the household is risky there (step 1's rule).
         size: records per household.
     """
 
     geo: tuple[np.ndarray, ...]
     top_labels: tuple[str, ...]
     profiles: tuple[np.ndarray, ...]
-    min_count: tuple[np.ndarray, ...]
+    risk: tuple[np.ndarray, ...]
+    at_risk: tuple[np.ndarray, ...]
     size: np.ndarray
 
     @property
     def n(self) -> int:
         return int(self.size.size)
-
-    def risky(self, k: int) -> list[np.ndarray]:
-        """Per level, whether each household is at risk there (count below ``k``)."""
-        return [mc < k for mc in self.min_count]
 
 
 def household_codes(table: pa.Table, spec: SwapSpec, *, where: str) -> tuple[Households, HouseholdCodes]:
@@ -207,20 +282,77 @@ def household_codes(table: pa.Table, spec: SwapSpec, *, where: str) -> tuple[Hou
         ids, _ = combine([c.codes[hh.first] for c in codes], [c.n for c in codes], H)
         profiles.append(ids)
         del codes
-    # 1. risk per level: the smallest count among a household's members
-    min_count: list[np.ndarray] = []
-    if spec.targeted and n:
-        rv: list[Codes] = [column_codes(table, v, option="risk_vars", where=where) for v in spec.risk_vars or ()]
-        combo, n_combo = combine([c.codes for c in rv], [c.n for c in rv], n)
-        del rv
-        for lv in levels:
-            ids, n_ids = combine([lv.codes, combo], [lv.n, n_combo], n)
-            min_count.append(hh.reduce(np.minimum, group_counts(ids, n_ids)))
-            del ids
-        del combo
+    risk, at_risk = household_risk(table, hh, levels, spec, where=where) if spec.targeted and n else ((), ())
     geo = tuple(lv.codes[hh.first] for lv in levels)
     return hh, HouseholdCodes(geo=geo, top_labels=tuple(levels[0].labels), profiles=tuple(profiles),
-                              min_count=tuple(min_count), size=hh.size)
+                              risk=risk, at_risk=at_risk, size=hh.size)
+
+
+def household_risk(table: pa.Table, hh: Households, levels: Sequence[Codes], spec: SwapSpec, *,
+                   where: str) -> tuple[tuple[np.ndarray, ...], tuple[np.ndarray, ...]]:
+    """Step 1: per level, each household's risk (the largest of its members') and whether it is
+    risky there."""
+    K = len(levels)
+    if spec.flag is not None:
+        flagged = hh.reduce(np.maximum, _flag_values(table, spec.flag, where=where))
+        zero = np.zeros(hh.n, dtype=np.float64)
+        risk = tuple([zero] * (K - 1) + [flagged.astype(np.float64)])
+        return risk, tuple(r > 0 for r in risk)
+    if spec.risk:
+        names = spec.risk if len(spec.risk) == K else spec.risk * K
+        cache: dict[str, np.ndarray] = {}
+        for name in names:
+            if name not in cache:
+                cache[name] = hh.reduce(np.maximum, _risk_values(table, name, where=where))
+        risk = tuple(cache[name] for name in names)
+        assert spec.risk_threshold is not None  # check_risk_options
+        return risk, tuple(r >= spec.risk_threshold for r in risk)
+    # k-anonymity: the smallest count among a household's members
+    rv: list[Codes] = [column_codes(table, v, option="risk_vars", where=where) for v in spec.risk_vars or ()]
+    combo, n_combo = combine([c.codes for c in rv], [c.n for c in rv], table.num_rows)
+    del rv
+    risks, risky = [], []
+    for lv in levels:
+        ids, n_ids = combine([lv.codes, combo], [lv.n, n_combo], table.num_rows)
+        min_count = hh.reduce(np.minimum, group_counts(ids, n_ids))
+        del ids
+        r = 1.0 / min_count
+        risks.append(r)
+        risky.append(r >= spec.risk_threshold if spec.risk_threshold is not None else min_count < spec.k)
+    return tuple(risks), tuple(risky)
+
+
+def _risk_values(table: pa.Table, name: str, *, where: str) -> np.ndarray:
+    """A risk column's values: numbers, none missing, none negative."""
+    col = table.column(name)
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_decimal(col.type)):
+        raise InputError(f"variable {name!r} in {param('risk')} must hold numbers (risks); it holds {col.type}",
+                         where=where)
+    if col.null_count:
+        raise InputError(f"variable {name!r} in {param('risk')} has {col.null_count:,} missing values", where=where)
+    values = np.asarray(col.cast(pa.float64()).to_numpy(), dtype=np.float64)
+    bad = ~np.isfinite(values) | (values < 0)
+    if bad.any():
+        raise InputError(f"variable {name!r} in {param('risk')} must hold risks of 0 or more; row "
+                         f"{int(np.flatnonzero(bad)[0]) + 1:,} has {values[bad][0]!r}", where=where)
+    return values
+
+
+def _flag_values(table: pa.Table, name: str, *, where: str) -> np.ndarray:
+    """A flag column's values as 0/1: booleans, or integers 0 and 1."""
+    col = table.column(name)
+    if col.null_count:
+        raise InputError(f"variable {name!r} in {param('flag')} has {col.null_count:,} missing values", where=where)
+    if pa.types.is_boolean(col.type):
+        return np.asarray(col.to_numpy(), dtype=np.int8)
+    if pa.types.is_integer(col.type):
+        values = np.asarray(col.to_numpy(), dtype=np.int64)
+        if ((values != 0) & (values != 1)).any():
+            raise InputError(f"variable {name!r} in {param('flag')} must hold 0 or 1 (or true/false); it holds "
+                             f"{int(values[(values != 0) & (values != 1)][0])}", where=where)
+        return values.astype(np.int8)
+    raise InputError(f"variable {name!r} in {param('flag')} must hold true/false or 0/1; it holds {col.type}",
+                     where=where)
 
 
 # ------------------------------------------------------------------------------ the report's numbers
@@ -245,6 +377,7 @@ class Tally:
             ``no_donor_under_profile``.
         scopes: per top-level area (or ``(all)``), ``[swaps the rate asks for, swaps counted]``.
         rounds: per matching step, the rounds it took.
+        moved: per level, records whose area at that level changed.
     """
 
     households: int = 0
@@ -258,6 +391,7 @@ class Tally:
     top_up: dict[str, Any] = field(default_factory=dict)
     scopes: dict[str, list[int]] = field(default_factory=dict)
     rounds: dict[str, int] = field(default_factory=dict)
+    moved: list[int] = field(default_factory=list)
 
     def merge(self, other: Tally) -> Tally:
         """The numbers of both parts (a new tally)."""
@@ -282,6 +416,7 @@ class Tally:
         out.rounds = dict(self.rounds)
         for k, r in other.rounds.items():
             out.rounds[k] = max(out.rounds.get(k, 0), r)
+        out.moved = _add(list(self.moved), other.moved) if other.moved else list(self.moved)
         return out
 
     @classmethod
@@ -383,8 +518,10 @@ class TopLevelInput:
         area: each household's top-level area.
         profiles: per similarity profile, each household's combination (the same ids across the
             population: the top level pairs households of different areas).
-        min_count: the smallest count of a member's risk combination in the top-level area.
-        key: the donor key, ``es_key(1 / min_count, u)`` with ``u`` from block 0 of the
+        risk: the household's risk at the top level (``1/count`` of its rarest risk combination
+            there, or the risk given).
+        at_risk: whether the household is risky at the top level.
+        key: the donor key, ``es_key(donor_weight(risk), u)`` with ``u`` from block 0 of the
             population's stream (:func:`top_level_draws`).
         tiebreak: block 1 of the population's stream: candidates with equal counts are taken in
             this order.
@@ -392,23 +529,30 @@ class TopLevelInput:
 
     area: np.ndarray
     profiles: tuple[np.ndarray, ...]
-    min_count: np.ndarray
+    risk: np.ndarray
+    at_risk: np.ndarray
     key: np.ndarray
     tiebreak: np.ndarray
 
 
-def top_level_draws(seed: int, n_households: int, min_count: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """The donor keys and tie-breaks of households ``start .. start+len(min_count)-1`` (identifier
+def donor_weight(risk: np.ndarray) -> np.ndarray:
+    """Donors are drawn with probability proportional to their risk (seed 000 §5.6.1 step 4);
+    households without risk come after every household with some, in random order."""
+    return np.maximum(risk, _NO_RISK_WEIGHT)
+
+
+def top_level_draws(seed: int, n_households: int, risk: np.ndarray, start: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """The donor keys and tie-breaks of households ``start .. start+len(risk)-1`` (identifier
     order) of a population of ``n_households``: blocks 0 and 1 of the population's stream."""
-    count = int(min_count.size)
-    key = es_key(1.0 / min_count, draws_global(seed, n_households, 0, start, count))
+    count = int(risk.size)
+    key = es_key(donor_weight(risk), draws_global(seed, n_households, 0, start, count))
     return key, draws_global(seed, n_households, 1, start, count)
 
 
 def top_level_input(codes: HouseholdCodes, seed: int) -> TopLevelInput:
     """The top level's input from every household."""
-    key, tiebreak = top_level_draws(seed, codes.n, codes.min_count[0])
-    return TopLevelInput(area=codes.geo[0], profiles=codes.profiles, min_count=codes.min_count[0], key=key,
+    key, tiebreak = top_level_draws(seed, codes.n, codes.risk[0])
+    return TopLevelInput(area=codes.geo[0], profiles=codes.profiles, risk=codes.risk[0], at_risk=codes.at_risk[0], key=key,
                          tiebreak=tiebreak)
 
 
@@ -426,9 +570,9 @@ def top_level(t: TopLevelInput, spec: SwapSpec) -> TopLevel:
     """Step 2: every household risky at the top level, most at risk first, is paired with a
     donor of its profile from another top-level area (fallback profiles in order)."""
     n_profiles = len(spec.profiles)
-    cand = np.flatnonzero(t.min_count < spec.k)
+    cand = np.flatnonzero(t.at_risk)
     # most at risk first (fewest look-alikes), ties in random order
-    cand = cand[np.lexsort((t.tiebreak[cand], t.min_count[cand]))]
+    cand = cand[np.lexsort((t.tiebreak[cand], -t.risk[cand]))]
     log = _Log()
     free = np.ones(t.area.size, dtype=bool)
     prepared = [donors(p, t.area, t.key) for p in t.profiles] if cand.size else []
@@ -458,7 +602,7 @@ def heads_suffice(t: TopLevelInput, spec: SwapSpec, in_head: Sequence[np.ndarray
     before it used at most ``2·C`` households, so that donor lies in the head, whose order is
     the whole list's. Returns, per profile, the groups whose head is too short (to be fetched
     longer)."""
-    risky = t.min_count < spec.k
+    risky = t.at_risk
     n_cand = int(risky.sum())
     n_areas = int(t.area.max()) + 1 if t.area.size else 1
     short: list[np.ndarray] = []
@@ -507,9 +651,9 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
     n_profiles = len(profiles)
     top = codes.geo[0]
     top_labels = list(codes.top_labels)
-    min_count = codes.min_count
-    weighted = bool(min_count)
-    risky = codes.risky(spec.k)
+    risk = codes.risk
+    weighted = bool(risk)
+    risky = codes.at_risk
 
     # random streams: the top level over the whole population, the rest per top-level area
     # blocks of draws (fixed numbering: results are reproduced from it): the population's stream
@@ -524,7 +668,7 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         return draws_global(seed, H, block)
 
     def weight(k: int) -> np.ndarray:
-        return 1.0 / min_count[k] if weighted else np.ones(H)
+        return donor_weight(risk[k]) if weighted else np.ones(H)
 
     def donor_key(k: int) -> np.ndarray:
         return es_key(weight(k), draw(0, False) if k == 0 else draw(2 * (k - 1), True))
@@ -538,7 +682,7 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         """The households ordered for donor choice at level ``k``, one order per profile."""
         if k not in cache:
             key = donor_key(k)
-            groups = codes.profiles if k == 0 else [
+            groups = codes.profiles if k == 0 or spec.anywhere else [
                 combine([top, p], [len(top_labels), int(p.max()) + 1 if p.size else 1], H)[0] for p in codes.profiles]
             cache[k] = [donors(g, codes.geo[k], key) for g in groups]
         return cache[k]
@@ -550,7 +694,7 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         for k in range(1, K):
             cand = np.flatnonzero(free & risky[k])
             # most at risk first (fewest look-alikes), ties in random order
-            cand = cand[np.lexsort((tiebreak(k)[cand], min_count[k][cand]))]
+            cand = cand[np.lexsort((tiebreak(k)[cand], -risk[k][cand]))]
             before = len(log.cand)
             free, left, unmatched = _match_profiles(log, cand, prepared(k) if cand.size else [], free, level=k,
                                                     kind=0, step=f"L{k}")
@@ -573,7 +717,7 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         u_top = draw(2 * (K - 1), True)
     n_scopes = max(len(scope_labels), 1)
     households_in = np.bincount(scope, minlength=n_scopes)
-    target = np.ceil(spec.swaprate * households_in - 1e-9).astype(np.int64)
+    target = spec.target_pairs(households_in)
     counted = np.asarray(counted, dtype=np.int64).copy()
     if log.cand:
         counted += np.bincount(scope[np.concatenate(log.cand)], minlength=n_scopes)
@@ -601,6 +745,9 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         cand = order[pick]
         if cand.size == 0:
             break
+        # most likely first across scopes (scopes are numbered in the data's order; with donors
+        # from anywhere, candidates of different scopes compete for the same donors)
+        cand = cand[np.argsort(-sample_key[cand], kind="stable")]
         tried[cand] = True
         before = len(log.cand)
         free, left, unmatched = _match_profiles(log, cand, prepared(last), free, level=last, kind=1,
@@ -656,20 +803,31 @@ def roles(n: int, pairs: Pairs) -> Roles:
     return Roles(partner, role, level, profile)
 
 
-def first_risky_level(codes: HouseholdCodes, k: int) -> np.ndarray:
+def first_risky_level(codes: HouseholdCodes) -> np.ndarray:
     """Per household, the highest level (index) at which it is risky, or -1."""
     first = np.full(codes.n, -1, dtype=np.int64)
-    risky = codes.risky(k)
+    risky = codes.at_risk
     for lvl in range(len(risky) - 1, -1, -1):
         first[risky[lvl]] = lvl
     return first
 
 
-def household_tally(codes: HouseholdCodes, swapped: np.ndarray, k: int) -> Tally:
-    """The numbers that need each household's final state."""
-    ever = first_risky_level(codes, k) >= 0
+def household_tally(codes: HouseholdCodes, swapped: np.ndarray, partner: np.ndarray,
+                    everywhere: np.ndarray | None = None) -> Tally:
+    """The numbers that need each household's final state. ``partner``: per household its
+    partner among ``codes`` (-1: none there); ``everywhere``: households swapped with a partner
+    not among ``codes`` (at the top level: they moved across every level)."""
+    ever = first_risky_level(codes) >= 0
+    has = partner >= 0
+    other = np.maximum(partner, 0)
+    moved = []
+    for g in codes.geo:
+        across = has & (g != g[other])
+        if everywhere is not None:
+            across |= everywhere
+        moved.append(int(codes.size[across].sum()))
     return Tally(households=codes.n, records=int(codes.size.sum()), records_swapped=int(codes.size[swapped].sum()),
-                 ever_risky=int(ever.sum()), risky_unswapped=int((ever & ~swapped).sum()))
+                 ever_risky=int(ever.sum()), risky_unswapped=int((ever & ~swapped).sum()), moved=moved)
 
 
 def report(t: Tally, spec: SwapSpec) -> tuple[dict[str, Any], dict[str, Any], tuple[str, ...]]:
@@ -700,7 +858,9 @@ def report(t: Tally, spec: SwapSpec) -> tuple[dict[str, Any], dict[str, Any], tu
     figures: dict[str, Any] = {
         "records": t.records,
         "households": H,
-        "swaprate": spec.swaprate,
+        "swaprate": spec.swaprate if spec.pairrate is None else None,
+        "pairrate": spec.pairrate,
+        "donors": spec.donors,
         "target_pairs": target,
         "pairs": n_pairs,
         "households_swapped": 2 * n_pairs,
@@ -714,6 +874,7 @@ def report(t: Tally, spec: SwapSpec) -> tuple[dict[str, Any], dict[str, Any], tu
                    "pairs_by_profile": by_name(t.top_up.get("pairs_by_profile"))},
         "shortfall_pairs": sum(v["target"] - v["pairs"] for v in short.values()),
         "matching_rounds": sum(t.rounds.values()),
+        "records_moved_across": {name: int(v) for name, v in zip(spec.geography, t.moved or [0] * K)},
     }
     private: dict[str, Any] = {
         "levels": level_private,
@@ -732,12 +893,30 @@ def report(t: Tally, spec: SwapSpec) -> tuple[dict[str, Any], dict[str, Any], tu
     if private["risky_unswapped"]:
         notes.append("some risky households stay unswapped: no level had a donor for them (count in the report's "
                      "private figures)")
+    over = over_rate_note(t, spec, target)
+    if over:
+        notes.append(over)
     if short:
         where_short = (f"top-level area {next(iter(short))}" if len(short) == 1
                        else f"{len(short)} top-level areas")
         notes.append(f"the swap rate asks for {target:,} swaps, {n_pairs:,} were made: no further household "
                      f"in {where_short} had a donor")
     return figures, private, tuple(notes)
+
+
+def over_rate_note(t: Tally, spec: SwapSpec, target_pairs: int) -> str | None:
+    """A warning when targeted swapping swaps more than twice the households the rate asks for
+    (issue #25), with the reason: every risky household is swapped whatever the rate."""
+    H = t.households
+    asked = 2 * target_pairs
+    done = 2 * (t.targeted_pairs + t.top_up_pairs)
+    if not spec.targeted or not H or done <= 2 * asked or not t.targeted_pairs:
+        return None
+    rate = f"the pair rate {spec.pairrate:g}" if spec.pairrate is not None else f"the swap rate {spec.swaprate:g}"
+    return (f"targeted swapping swapped {done:,} households ({100 * done / H:.1f}%), more than twice the "
+            f"{asked:,} ({100 * asked / H:.1f}%) that {rate} asks for: {2 * t.targeted_pairs:,} of them are the "
+            f"risky households ({spec.risk_rule()}) and their donors, which are swapped whatever the rate; fewer "
+            "risk variables, a smaller k or a higher risk threshold target fewer")
 
 
 def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "data") -> SwapResult:
@@ -763,7 +942,7 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
     parts.append(within.pairs)
     pairs = Pairs.concat(parts)
     r = roles(H, pairs)
-    tally = Tally.total([*tallies, within.tally, household_tally(codes, r.swapped, spec.k)])
+    tally = Tally.total([*tallies, within.tally, household_tally(codes, r.swapped, r.partner)])
     figures, private, notes = report(tally, spec)
 
     # 5. the swap itself
@@ -777,7 +956,7 @@ def swap_records(table: pa.Table, spec: SwapSpec, seed: int, *, where: str = "da
         for name in (*spec.geography, *spec.carry_along):
             i = data.schema.get_field_index(name)
             data = data.set_column(i, data.schema.field(i), data.column(name).take(src_arr))
-    risk_level = first_risky_level(codes, spec.k) if spec.targeted and H else None
+    risk_level = first_risky_level(codes) if spec.targeted and H else None
     evaluation = _evaluation(table, hh, spec, r, risk_level)
     return SwapResult(data, evaluation, figures, private, notes)
 

@@ -47,5 +47,6 @@ class RandomSwap(SwapMethod):
     def spec(self) -> SwapSpec:
         from tabsafe.protect.swapping._swap import SwapSpec
 
-        return SwapSpec(geography=self.geography, risk_vars=None, k=1, swaprate=self.swaprate,
-                        similar=self.similar, carry_along=self.carry_along, household=self.household)
+        return SwapSpec(geography=self.geography, risk_vars=None, k=1, swaprate=self.rate,
+                        similar=self.similar, carry_along=self.carry_along, household=self.household,
+                        pairrate=self.pairrate)

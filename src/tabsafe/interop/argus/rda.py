@@ -237,7 +237,10 @@ def _keyword(v: Variable, key: str, args: list[str], source: str, line: int) -> 
     handler = _HANDLERS.get(key)
     if handler is None:
         raise fail(source, line, "keyword", "not a keyword of an .rda file")
-    return handler(v, args, source, line)
+    out = handler(v, args, source, line)
+    if key == "<HIERLEVELS>" and out.length is not None and sum(out.hierlevels or ()) != out.length:
+        raise fail(source, line, key, "the digits of the levels must add up to the variable's length")
+    return out
 
 
 def _variable_line(toks: list[str], kind: str, fixed: bool, source: str, line: int) -> Variable:
@@ -311,8 +314,6 @@ def _verify(meta: Metadata) -> None:
         seen[v.name.lower()] = v.line
         if meta.fixed and v.length == 0:
             raise fail(src, v.line, "length", "must be at least 1 in fixed format")
-        if v.hierlevels is not None and meta.kind == "micro" and sum(v.hierlevels) != v.length:
-            raise fail(src, v.line, "<HIERLEVELS>", "the digits of the levels must add up to the length")
         if v.hierlevels is not None and sum(v.hierlevels) == 0:
             raise fail(src, v.line, "<HIERLEVELS>", "the digits of the levels add up to 0")
         if v.hierarchical and v.hierlevels is None and not v.hierfile:

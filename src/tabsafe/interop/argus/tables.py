@@ -139,11 +139,32 @@ def table_from_tab(job: _Job, t: _Table, cmd: Command) -> tuple[Table, CellTable
         rv_ = job.meta.with_role(role)
         cols[role] = np.array(data.columns[rv_[0].name], dtype=np.float64) if rv_ else np.zeros(n)
     table = Table.from_positions(dims, positions, cols)
+    _check_additive(table, job.data.name, data.lines, positions, decimals)
     if table.n_stored != table.n_cells:
         table = table.densify()
         missing = table.column("status") == 0
         table = table.with_values(status=np.where(missing, CS["empty"], table.column("status")))
     return table, _cells(table, "Freq" if t.response.upper() == "<FREQ>" else t.response, decimals)
+
+
+def _check_additive(table: Table, source: str, lines: tuple[int, ...], positions: list[np.ndarray],
+                    decimals: int) -> None:
+    """Every given total must be the sum of its children (tau-ARGUS checks this on reading a
+    table; suppression of a table that does not add up would protect nothing)."""
+    dense = table.densify()
+    value = np.asarray(dense.column("count"), dtype=np.float64)
+    strides = dense.strides
+    ids = sum(np.asarray(p, dtype=np.int64) * s for p, s in zip(positions, strides))
+    line_of = dict(zip(ids.tolist(), lines))
+    tol = 0.5 * 10.0 ** -decimals
+    for rel in dense.relations():
+        sums = np.add.reduceat(value[rel.child_rows], rel.child_ptr[:-1]) if rel.child_rows.size else np.zeros(0)
+        bad = np.flatnonzero(np.abs(sums - value[rel.total_rows]) > tol)
+        if bad.size:
+            cell = int(rel.total_rows[bad[0]])
+            variable = dense.dimensions[rel.dimension].variable
+            raise fail(source, line_of.get(cell), "cell", f"a total that is not the sum of its parts along {variable} "
+                       "(is the variable's hierarchy in the metadata?)")
 
 
 def _cells(table: Table, response: str, decimals: int) -> CellTable:

@@ -226,3 +226,22 @@ def test_bad_job_one_line_and_nothing_written(tmp_path: Path, capsys: pytest.Cap
     job = '<OPENMICRODATA> "firms.asc"\n<WRITETABLE> (1,2,,"no/such/dir/w.csv")\n'
     code, _, err = _run(tmp_path, job, capsys=capsys)
     assert code == 2 and "job.arb:2: <WRITETABLE> file: its folder does not exist" in err
+
+
+def test_digit_and_tree_recodes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = _records()
+    _write_micro(tmp_path, frame)
+    (tmp_path / "tree.grc").write_text("<TREERECODE>\nS\n")
+    job = ('<OPENMICRODATA> "firms.asc"\n<OPENMETADATA> "firms.rda"\n<SPECIFYTABLE> "Region"|<FREQ>||\n'
+           '<SAFETYRULE> FREQ(1,10)\n<SPECIFYTABLE> "Region"|<FREQ>||\n<SAFETYRULE> FREQ(1,10)\n<READMICRODATA>\n'
+           '<RECODE> 1, Region, 1\n<RECODE> 2, Region, "tree.grc"\n'
+           '<WRITETABLE> (1,2,,"d.csv")\n<WRITETABLE> (2,2,,"t.csv")\n')
+    code, out, _ = _run(tmp_path, job, capsys=capsys)
+    assert code == 0, out
+    d = pd.read_csv(tmp_path / "d.csv", dtype=str)
+    t = pd.read_csv(tmp_path / "t.csv", dtype=str)
+    parent = {c.strip(): r for r, cs in REGIONS.items() for c in cs}
+    n_north = int(sum(parent[r] == "N" for r in frame["Region"]))
+    assert list(d["Region"]) == ["Total", "N", "S"] and int(d["Freq"][1]) == n_north
+    assert list(t["Region"]) == ["Total", "N", "1", "2", "3", "S"]
+    assert int(t["Freq"][5]) == len(frame) - n_north

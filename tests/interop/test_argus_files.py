@@ -141,6 +141,8 @@ def test_tree_recode_and_digit_truncation() -> None:
     h = read_hrc("A\n@1\n@2\nB\n@3\n@@31\n@@32\n")
     closed, mapping = close_nodes(h, read_grc("<TREERECODE>\nB\n").tree)
     assert closed.order == ("Total", "A", "1", "2", "B") and mapping["31"] == "B" and mapping["1"] == "1"
+    nested, mapping3 = close_nodes(h, ["3", "B"])  # a closed node inside a closed node: the outer one counts
+    assert nested.order == closed.order and mapping3["31"] == "B"
     top, mapping2 = truncate(h, 1)
     assert top.order == ("Total", "A", "B") and mapping2["32"] == "B" and mapping2["2"] == "A"
 

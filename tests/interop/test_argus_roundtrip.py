@@ -85,7 +85,7 @@ def micro_metadata(draw: st.DrawFn) -> Metadata:
         length = draw(st.integers(1, 6))
         numeric = i > 0 and draw(st.booleans())
         v = Variable(name=n, start=start if fixed else None, length=length, recodeable=not numeric, numeric=numeric,
-                     missing=tuple(draw(st.lists(code.map(lambda c: c[:length]), max_size=2))) if not numeric else (),
+                     missing=tuple(draw(st.lists(code.map(lambda c, n=length: c[:n]), max_size=2))) if not numeric else (),
                      decimals=draw(st.one_of(st.none(), st.integers(0, max(length - 2, 0)))) if numeric else None,
                      total_code=draw(st.one_of(st.none(), code)),
                      distance=draw(st.one_of(st.none(), st.lists(st.integers(0, 9), min_size=1, max_size=5).map(tuple))),

@@ -221,7 +221,7 @@ def test_bad_job_one_line_and_nothing_written(tmp_path: Path, capsys: pytest.Cap
     _write_micro(tmp_path, _records())
     job = ('<OPENMICRODATA> "nowhere.asc"\n<OPENMETADATA> "firms.rda"\n<SPECIFYTABLE> "Region"|<FREQ>||\n'
            '<WRITETABLE> (1,2,,"w.csv")\n')
-    code, out, err = _run(tmp_path, job, capsys=capsys)
+    code, _out, err = _run(tmp_path, job, capsys=capsys)
     assert code == 2 and err.count("\n") == 1 and "job.arb:1: <OPENMICRODATA> file:" in err
     assert not (tmp_path / "w.csv").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
     job = '<OPENMICRODATA> "firms.asc"\n<WRITETABLE> (1,2,,"no/such/dir/w.csv")\n'

@@ -14,8 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import sdmx
-from sdmx.model import common
-from sdmx.model import v30
+from sdmx.model import common, v30
 
 import tabsafe as ts
 from tabsafe.cli import main
@@ -60,12 +59,12 @@ def validate_sdmx(text: str, dsd: v30.DataStructureDefinition) -> int:
     keys = set()
     for o in obs:
         key = []
-        for dim, kv in o.dimension.values.items():
+        for kv in o.dimension.values.values():
             cl = kv.value_for.local_representation.enumerated
             if kv.value not in cl:
                 raise ValueError(f"{kv.value!r} is not in {cl.id}")
             key.append(kv.value)
-        for attr, av in o.attached_attribute.items():
+        for av in o.attached_attribute.values():
             cl = av.value_for.local_representation.enumerated
             if av.value not in cl:
                 raise ValueError(f"{av.value!r} is not in {cl.id}")

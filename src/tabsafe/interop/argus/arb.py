@@ -245,7 +245,7 @@ def read_arb(text: str, *, source: str = "job.arb") -> list[Command]:
         line = raw.strip()
         if not line:
             continue
-        if line.startswith("//") or line.startswith("\\\\"):
+        if line.startswith(("//", "\\\\")):
             out.append(Command("//", (line[2:],), n))
             continue
         m = re.match(r"<([A-Za-z]+)>(.*)", line)

@@ -15,38 +15,22 @@ cells are primary are written as evaluation files (mode 0600, :func:`.writetable
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from tabsafe.errors import InputError, TabsafeError
+from tabsafe.errors import InputError
 from tabsafe.interop.argus._text import fail
-from tabsafe.interop.argus.arb import FORMATS, Command, Rule, read_arb
-from tabsafe.interop.argus.hst import AprioriEntry, read_hst
-from tabsafe.interop.argus.rda import Metadata, Variable, read_rda
-from tabsafe.interop.argus.writetable import CellTable, private, write_table
+from tabsafe.interop.argus.arb import FORMATS, Command, read_arb
+from tabsafe.interop.argus.hst import read_hst
+from tabsafe.interop.argus.job import Job, JobTable, Step, read_file, records_of, resolve
+from tabsafe.interop.argus.rda import Variable, read_rda
+from tabsafe.interop.argus.writetable import private, write_table
 from tabsafe.io import Outputs
-from tabsafe.model.hierarchy import TOTAL, Hierarchy
-from tabsafe.model.table import Dimension, Table
 
 __all__ = ["JobResult", "Step", "planned_outputs", "run_job"]
 
 _MAGNITUDE = "not supported yet (issue #29: magnitude tables)"
-
-
-@dataclass(frozen=True)
-class Step:
-    """What became of one command."""
-
-    line: int
-    command: str
-    outcome: str
-    text: str
-
-    def render(self, source: str) -> str:
-        return f"{source}:{self.line}: <{self.command}> {self.outcome}: {self.text}"
 
 
 @dataclass(frozen=True)
@@ -62,63 +46,12 @@ class JobResult:
                 "not_run": sum(s.outcome == "not-run" for s in self.steps)}
 
 
-@dataclass
-class _Table:
-    """A table the job specified (mutable while the job runs)."""
-
-    expl: tuple[str, ...]
-    response: str
-    shadow: str
-    cost: str
-    rules: tuple[Rule, ...] | None = None
-    recodes: dict[str, tuple[str, str]] = field(default_factory=dict)
-    apriori: list[AprioriEntry] = field(default_factory=list)
-    cells: CellTable | None = None
-    base: Table | None = None
-
-
-@dataclass
-class _Job:
-    arb: Path
-    steps: list[Step] = field(default_factory=list)
-    data: Path | None = None
-    tabular: bool = False
-    meta: Metadata | None = None
-    meta_dir: Path | None = None
-    tables: list[_Table] = field(default_factory=list)
-    records: Any = None
-
-    @property
-    def src(self) -> str:
-        return self.arb.name
-
-    def say(self, cmd: Command, outcome: str, text: str) -> None:
-        self.steps.append(Step(cmd.line, cmd.keyword, outcome, text))
-
-
-def _resolve(name: str, bases: list[Path], src: str, line: int, what: str) -> Path:
-    """A file a job names: as given (relative to the job's folder), else its base name beside the
-    job or the data (a job moved from a Windows machine)."""
-    candidates = [b / name for b in bases] + [b / re.split(r"[\\/]", name)[-1] for b in bases]
-    for c in candidates:
-        if c.is_file():
-            return c
-    raise fail(src, line, what, "the file does not exist (looked beside the job and the data)")
-
-
-def _read(path: Path, src: str, line: int, what: str) -> str:
-    try:
-        return path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError):
-        raise fail(src, line, what, "cannot read the file") from None
-
-
 def planned_outputs(commands: list[Command], arb: Path) -> list[tuple[Command, Path, str]]:
     """The files a job writes (``<WRITETABLE>``, ``<VERSIONINFO>``) and their kind."""
     out = []
     for c in commands:
         if c.keyword == "WRITETABLE":
-            table, fmt, opts, path = c.args
+            _table, fmt, opts, path = c.args
             out.append((c, arb.parent / path, "evaluation" if private(fmt, dict(opts)) else "release"))
         elif c.keyword == "VERSIONINFO":
             out.append((c, arb.parent / c.args[0], "release"))
@@ -129,7 +62,7 @@ def run_job(arb: str | Path, out: Outputs) -> JobResult:
     """Execute the batch file ``arb``; its outputs go through ``out`` (planned here, committed by
     the caller's ``with`` block)."""
     arb = Path(arb)
-    text = _read(arb, arb.name, None, "job")  # type: ignore[arg-type]
+    text = read_file(arb, arb.name, None, "job")  # type: ignore[arg-type]
     commands = read_arb(text, source=arb.name)
     paths: dict[int, Path] = {}
     for cmd, path, kind in planned_outputs(commands, arb):
@@ -139,7 +72,7 @@ def run_job(arb: str | Path, out: Outputs) -> JobResult:
             paths[cmd.line] = out.plan(path, kind=kind)
         except InputError as exc:
             raise fail(arb.name, cmd.line, f"<{cmd.keyword}> file", exc.what) from None
-    job = _Job(arb)
+    job = Job(arb)
     for cmd in commands:
         if cmd.keyword == "//":
             continue
@@ -154,10 +87,10 @@ def run_job(arb: str | Path, out: Outputs) -> JobResult:
     return JobResult(arb.name, tuple(job.steps), tuple(str(p) for p in paths.values()))
 
 
-def _dispatch(job: _Job, cmd: Command, out: Outputs, paths: dict[int, Path]) -> None:
+def _dispatch(job: Job, cmd: Command, out: Outputs, paths: dict[int, Path]) -> None:
     kw = cmd.keyword
     if kw in {"OPENMICRODATA", "OPENTABLEDATA"}:
-        job.data = _resolve(cmd.args[0], [job.arb.parent], job.src, cmd.line, f"<{kw}> file")
+        job.data = resolve(cmd.args[0], [job.arb.parent], job.src, cmd.line, f"<{kw}> file")
         job.tabular = kw == "OPENTABLEDATA"
         job.say(cmd, "ran", "data file found")
     elif kw == "OPENMETADATA":
@@ -193,17 +126,17 @@ def _dispatch(job: _Job, cmd: Command, out: Outputs, paths: dict[int, Path]) -> 
         job.say(cmd, "ignored", "nothing to do headless in tabsafe")
 
 
-def _open_metadata(job: _Job, cmd: Command) -> None:
+def _open_metadata(job: Job, cmd: Command) -> None:
     if job.data is None:
         raise fail(job.src, cmd.line, "<OPENMETADATA>", "open the data first (<OPENMICRODATA> or <OPENTABLEDATA>)")
-    path = _resolve(cmd.args[0], [job.arb.parent, job.data.parent], job.src, cmd.line, "<OPENMETADATA> file")
-    job.meta = read_rda(_read(path, job.src, cmd.line, "<OPENMETADATA> file"),
+    path = resolve(cmd.args[0], [job.arb.parent, job.data.parent], job.src, cmd.line, "<OPENMETADATA> file")
+    job.meta = read_rda(read_file(path, job.src, cmd.line, "<OPENMETADATA> file"),
                         kind="table" if job.tabular else "micro", source=path.name)
     job.meta_dir = path.parent
     job.say(cmd, "ran", f"{len(job.meta.variables)} variables")
 
 
-def _var(job: _Job, name: str, cmd: Command, what: str) -> Variable:
+def _var(job: Job, name: str, cmd: Command, what: str) -> Variable:
     assert job.meta is not None
     try:
         return job.meta.variable(name)
@@ -211,7 +144,7 @@ def _var(job: _Job, name: str, cmd: Command, what: str) -> Variable:
         raise fail(job.src, cmd.line, what, "not a variable of the metadata") from None
 
 
-def _specify(job: _Job, cmd: Command) -> None:
+def _specify(job: Job, cmd: Command) -> None:
     if job.meta is None:
         raise fail(job.src, cmd.line, "<SPECIFYTABLE>", "open the metadata first")
     names, response, shadow, cost, lam = cmd.args
@@ -222,7 +155,7 @@ def _specify(job: _Job, cmd: Command) -> None:
         v = _var(job, response, cmd, "<SPECIFYTABLE> response")
         if not v.numeric:
             raise fail(job.src, cmd.line, "<SPECIFYTABLE> response", "not a numeric variable")
-    job.tables.append(_Table(tuple(names), response, shadow, cost))
+    job.tables.append(JobTable(tuple(names), response, shadow, cost))
     notes = []
     if shadow:
         notes.append("the shadow variable is used by magnitude rules only (issue #29)")
@@ -231,7 +164,7 @@ def _specify(job: _Job, cmd: Command) -> None:
     job.say(cmd, "mapped" if notes else "ran", f"table {len(job.tables)}" + (": " + "; ".join(notes) if notes else ""))
 
 
-def _safety(job: _Job, cmd: Command) -> None:
+def _safety(job: Job, cmd: Command) -> None:
     if not job.tables:
         raise fail(job.src, cmd.line, "<SAFETYRULE>", "specify a table first")
     job.tables[-1].rules = cmd.args
@@ -257,16 +190,7 @@ def _safety(job: _Job, cmd: Command) -> None:
     job.say(cmd, outcome, "; ".join(texts) or "no rule: the given statuses are used")
 
 
-def _records(job: _Job, cmd: Command) -> Any:
-    from tabsafe.interop.argus.asc import read_asc
-
-    if job.records is None:
-        assert job.data is not None and job.meta is not None
-        job.records = read_asc(_read(job.data, job.src, cmd.line, "data file"), job.meta, source=job.data.name)
-    return job.records
-
-
-def _read_data(job: _Job, cmd: Command) -> None:
+def _read_data(job: Job, cmd: Command) -> None:
     if not job.tables or job.meta is None:
         raise fail(job.src, cmd.line, f"<{cmd.keyword}>", "specify a table first")
     if job.tabular != (cmd.keyword == "READTABLE"):
@@ -278,11 +202,11 @@ def _read_data(job: _Job, cmd: Command) -> None:
             t.base, t.cells = table_from_tab(job, t, cmd)
         job.say(cmd, "mapped", "cells read; totals taken from the file (tau-ARGUS's additivity option not applied)")
     else:
-        records = _records(job, cmd)
+        records = records_of(job, cmd)
         job.say(cmd, "ran", f"{records.num_rows:,} records read")
 
 
-def _recode(job: _Job, cmd: Command) -> None:
+def _recode(job: Job, cmd: Command) -> None:
     table, var, target = cmd.args
     if not 1 <= table <= len(job.tables):
         raise fail(job.src, cmd.line, "<RECODE> table", "no such table")
@@ -296,19 +220,19 @@ def _recode(job: _Job, cmd: Command) -> None:
         job.say(cmd, "ran", f"hierarchy closed below level {target}")
     else:
         assert job.meta_dir is not None
-        path = _resolve(target, [job.arb.parent, job.meta_dir], job.src, cmd.line, "<RECODE> file")
-        t.recodes[var.lower()] = ("file", _read(path, job.src, cmd.line, "<RECODE> file") + "\x00" + path.name)
+        path = resolve(target, [job.arb.parent, job.meta_dir], job.src, cmd.line, "<RECODE> file")
+        t.recodes[var.lower()] = ("file", read_file(path, job.src, cmd.line, "<RECODE> file") + "\x00" + path.name)
         job.say(cmd, "ran", "recode read")
     t.cells = t.base = None
 
 
-def _apriori(job: _Job, cmd: Command) -> None:
-    path_name, table, sep, ignore, expand = cmd.args
+def _apriori(job: Job, cmd: Command) -> None:
+    path_name, table, sep, _ignore, expand = cmd.args
     if not 1 <= table <= len(job.tables):
         raise fail(job.src, cmd.line, "<APRIORI> table", "no such table")
-    path = _resolve(path_name, [job.arb.parent], job.src, cmd.line, "<APRIORI> file")
+    path = resolve(path_name, [job.arb.parent], job.src, cmd.line, "<APRIORI> file")
     t = job.tables[table - 1]
-    entries = read_hst(_read(path, job.src, cmd.line, "<APRIORI> file"), separator=sep, dimensions=len(t.expl),
+    entries = read_hst(read_file(path, job.src, cmd.line, "<APRIORI> file"), separator=sep, dimensions=len(t.expl),
                        source=path.name)
     t.apriori.extend(entries)
     unsupported = sum(e.action in {"C", "W", "PL", "AB"} for e in entries)
@@ -320,10 +244,10 @@ def _apriori(job: _Job, cmd: Command) -> None:
     job.say(cmd, "mapped" if unsupported or expand else "ran", text)
 
 
-def _suppress(job: _Job, cmd: Command) -> None:
+def _suppress(job: Job, cmd: Command) -> None:
     from tabsafe.interop.argus.tables import protect
 
-    method, table, params, rest = cmd.args
+    _method, table, _params, _rest = cmd.args
     targets = list(range(len(job.tables))) if table == 0 else [table - 1]
     if table != 0 and not 1 <= table <= len(job.tables):
         raise fail(job.src, cmd.line, "<SUPPRESS> table", "no such table")
@@ -337,7 +261,7 @@ def _suppress(job: _Job, cmd: Command) -> None:
     job.say(cmd, outcome, "; ".join(texts))
 
 
-def _writetable(job: _Job, cmd: Command, out: Outputs, path: Path) -> None:
+def _writetable(job: Job, cmd: Command, out: Outputs, path: Path) -> None:
     from tabsafe.interop.argus.tables import cells_of
 
     table, fmt, opts, _ = cmd.args

@@ -14,13 +14,13 @@ import numpy as np
 
 from tabsafe.interop.argus._text import fail
 from tabsafe.interop.argus.arb import Command
+from tabsafe.interop.argus.job import Job, JobTable, read_file, records_of, resolve
 from tabsafe.interop.argus.writetable import CS, CellTable
 from tabsafe.model.hierarchy import TOTAL, Hierarchy
 from tabsafe.model.table import Dimension, Table
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.interop.argus.rda import Variable
-    from tabsafe.interop.argus.runner import _Job, _Table
 
 __all__ = ["cells_of", "protect", "table_from_tab"]
 
@@ -34,24 +34,23 @@ def _sorted_codes(codes: Any, v: Variable) -> list[str]:
     return valid + [m for m in v.missing if m in codes]
 
 
-def _hierarchy(job: _Job, v: Variable, codes: list[str], cmd: Command) -> Hierarchy:
+def _hierarchy(job: Job, v: Variable, codes: list[str], cmd: Command) -> Hierarchy:
     """The hierarchy of an explanatory variable: its ``.hrc`` file, its digit levels, or the
     codes found (sorted as tau-ARGUS sorts them, missing codes last)."""
     from tabsafe.interop.argus.hrc import digit_hierarchy, read_hrc
-    from tabsafe.interop.argus.runner import _read, _resolve
 
     present = [m for m in v.missing if m in codes]
     if v.hierfile:
         bases = [d for d in (job.meta_dir, job.data.parent if job.data else None, job.arb.parent) if d]
-        path = _resolve(v.hierfile, bases, job.src, cmd.line, f"hierarchy of {v.name}")
-        return read_hrc(_read(path, job.src, cmd.line, f"hierarchy of {v.name}"), lead=v.leadstring or "@",
+        path = resolve(v.hierfile, bases, job.src, cmd.line, f"hierarchy of {v.name}")
+        return read_hrc(read_file(path, job.src, cmd.line, f"hierarchy of {v.name}"), lead=v.leadstring or "@",
                         source=path.name, extra=present)
     if v.hierlevels:
         return digit_hierarchy(codes, v.hierlevels, missing=v.missing, source=f"{v.name} <HIERLEVELS>")
     return Hierarchy.flat(_sorted_codes(set(codes), v), source=v.name)
 
 
-def _recoded(job: _Job, t: _Table, v: Variable, column: list[str], h: Hierarchy, cmd: Command
+def _recoded(job: Job, t: JobTable, v: Variable, column: list[str], h: Hierarchy, cmd: Command
              ) -> tuple[list[str], Hierarchy]:
     from tabsafe.interop.argus.grc import apply_rules, close_nodes, read_grc, truncate
 
@@ -69,14 +68,13 @@ def _recoded(job: _Job, t: _Table, v: Variable, column: list[str], h: Hierarchy,
     return new, Hierarchy.flat(_sorted_codes(set(new), v), source=v.name)
 
 
-def _micro_table(job: _Job, t: _Table, cmd: Command) -> Table:
+def _micro_table(job: Job, t: JobTable, cmd: Command) -> Table:
     import pyarrow as pa
 
-    from tabsafe.interop.argus.runner import _records
     from tabsafe.model.microdata import Microdata
     from tabsafe.tabulation import tabulate
 
-    records = _records(job, cmd)
+    records = records_of(job, cmd)
     assert job.meta is not None
     columns: dict[str, Any] = {}
     hierarchies: dict[str, Hierarchy] = {}
@@ -99,13 +97,12 @@ def _micro_table(job: _Job, t: _Table, cmd: Command) -> Table:
                     sum_digits=digits).densify()
 
 
-def table_from_tab(job: _Job, t: _Table, cmd: Command) -> tuple[Table, CellTable]:
+def table_from_tab(job: Job, t: JobTable, cmd: Command) -> tuple[Table, CellTable]:
     """The table a ``.tab`` file holds (every cell given, totals included) and its statuses."""
-    from tabsafe.interop.argus.runner import _read
     from tabsafe.interop.argus.tab import read_tab
 
     assert job.meta is not None and job.data is not None
-    data = read_tab(_read(job.data, job.src, cmd.line, "data file"), job.meta, source=job.data.name)
+    data = read_tab(read_file(job.data, job.src, cmd.line, "data file"), job.meta, source=job.data.name)
     dims, positions = [], []
     for name in t.expl:
         v = job.meta.variable(name)
@@ -175,7 +172,7 @@ def _cells(table: Table, response: str, decimals: int) -> CellTable:
                      table.column("upperpl") if "upperpl" in table.value_columns else None)
 
 
-def _micro_cells(job: _Job, t: _Table, cmd: Command) -> tuple[Table, CellTable]:
+def _micro_cells(job: Job, t: JobTable, cmd: Command) -> tuple[Table, CellTable]:
     dense = _micro_table(job, t, cmd)
     freq = np.asarray(dense.counts, dtype=np.float64)
     if t.response.upper() == "<FREQ>":
@@ -189,7 +186,7 @@ def _micro_cells(job: _Job, t: _Table, cmd: Command) -> tuple[Table, CellTable]:
     return base, _cells(base, response, decimals)
 
 
-def cells_of(job: _Job, t: _Table, cmd: Command) -> CellTable:
+def cells_of(job: Job, t: JobTable, cmd: Command) -> CellTable:
     """The table's cells with their current statuses (built on first use)."""
     if t.cells is None:
         if job.tabular:
@@ -198,7 +195,7 @@ def cells_of(job: _Job, t: _Table, cmd: Command) -> CellTable:
     return t.cells
 
 
-def _statuses(job: _Job, t: _Table, cells: CellTable, cmd: Command) -> tuple[np.ndarray, float]:
+def _statuses(job: Job, t: JobTable, cells: CellTable, cmd: Command) -> tuple[np.ndarray, float]:
     """Primary statuses by the rules and a-priori entries; the protection ratio they ask for."""
     from tabsafe.risk.rules import threshold_rule
 
@@ -220,7 +217,7 @@ def _statuses(job: _Job, t: _Table, cells: CellTable, cmd: Command) -> tuple[np.
     return status, ratio
 
 
-def _missing_cells(job: _Job, cells: CellTable) -> np.ndarray:
+def _missing_cells(job: Job, cells: CellTable) -> np.ndarray:
     assert job.meta is not None
     out = np.zeros(cells.status.size, dtype=bool)
     for i in range(out.size):
@@ -228,7 +225,7 @@ def _missing_cells(job: _Job, cells: CellTable) -> np.ndarray:
     return out
 
 
-def _apply_apriori(job: _Job, t: _Table, cells: CellTable, status: np.ndarray, cmd: Command) -> None:
+def _apply_apriori(job: Job, t: JobTable, cells: CellTable, status: np.ndarray, cmd: Command) -> None:
     new = {"S": CS["safe_manual"], "U": CS["unsafe_manual"], "P": CS["protect_manual"],
            "M": CS["secondary_manual"], "ML": CS["secondary_manual"]}
     sizes = [len(d.hierarchy.order) for d in cells.dimensions]
@@ -245,7 +242,7 @@ def _apply_apriori(job: _Job, t: _Table, cells: CellTable, status: np.ndarray, c
             status[idx] = new[e.action]
 
 
-def protect(job: _Job, t: _Table, cmd: Command) -> tuple[str, str]:
+def protect(job: Job, t: JobTable, cmd: Command) -> tuple[str, str]:
     """Run ``<SUPPRESS>`` on table ``t``: the outcome and the text stating the mapping."""
     from dataclasses import replace
 
@@ -262,7 +259,7 @@ def protect(job: _Job, t: _Table, cmd: Command) -> tuple[str, str]:
     return "not-run", "controlled tabular adjustment (CTA) is not available in tabsafe"
 
 
-def _suppress(t: _Table, cells: CellTable, status: np.ndarray, ratio: float, method: str, params: tuple[float, ...]
+def _suppress(t: JobTable, cells: CellTable, status: np.ndarray, ratio: float, method: str, params: tuple[float, ...]
               ) -> tuple[str, str]:
     from dataclasses import replace
 
@@ -292,7 +289,7 @@ def _suppress(t: _Table, cells: CellTable, status: np.ndarray, ratio: float, met
 _SUPPRESS_MAP = {"GH": "hypercube method", "MOD": "modular method (HiTaS)", "NET": "network method"}
 
 
-def _round(t: _Table, cells: CellTable, status: np.ndarray, params: tuple[float, ...]) -> tuple[str, str]:
+def _round(t: JobTable, cells: CellTable, status: np.ndarray, params: tuple[float, ...]) -> tuple[str, str]:
     from dataclasses import replace
 
     from tabsafe.registry import build_method
@@ -310,10 +307,9 @@ def _round(t: _Table, cells: CellTable, status: np.ndarray, params: tuple[float,
                       "rule of tau-ARGUS are not used)")
 
 
-def _ckm(job: _Job, t: _Table, cmd: Command, rest: str) -> tuple[str, str]:
+def _ckm(job: Job, t: JobTable, cmd: Command, rest: str) -> tuple[str, str]:
     from dataclasses import replace
 
-    from tabsafe.interop.argus.runner import _resolve
     from tabsafe.model.spec import KeySpec
     from tabsafe.registry import build_method
 
@@ -322,20 +318,19 @@ def _ckm(job: _Job, t: _Table, cmd: Command, rest: str) -> tuple[str, str]:
     if job.tabular or not keys:
         return "not-run", "the cell key method needs microdata with a <RECORDKEY>"
     if t.response.upper() != "<FREQ>":
-        return "not-run", f"the magnitude form of tau-ARGUS's cell key method is {'not supported by this runner'}"
+        return "not-run", "the magnitude form of tau-ARGUS's cell key method is not supported by this runner"
     key = keys[0]
     name = rest.strip().strip('"') or key.pfile
     if not name:
         return "not-run", "no p-table (give it in the batch file or as <PFILE>)"
-    path = _resolve(name, [job.arb.parent] + ([job.meta_dir] if job.meta_dir else []), job.src, cmd.line, "p-table")
+    path = resolve(name, [job.arb.parent] + ([job.meta_dir] if job.meta_dir else []), job.src, cmd.line, "p-table")
     digits = min(max(key.decimals or 15, 1), 15)
     import pyarrow as pa
 
-    from tabsafe.interop.argus.runner import _records
     from tabsafe.model.microdata import Microdata
     from tabsafe.tabulation import tabulate
 
-    records = _records(job, cmd)
+    records = records_of(job, cmd)
     cells = cells_of(job, t, cmd)
     cols = {d.variable: records.column(d.variable) for d in cells.dimensions}
     cols["rkey"] = records.column(key.name)

@@ -29,7 +29,7 @@ import numpy as np
 
 from tabsafe.model.table import Dimension
 
-__all__ = ["CS", "CellTable", "LETTER", "private", "write_table"]
+__all__ = ["CS", "LETTER", "CellTable", "private", "write_table"]
 
 #: tau-ARGUS cell statuses (its ``CellStatusItems``)
 CS = {"safe": 1, "safe_manual": 2, "unsafe_rule": 3, "unsafe_peep": 4, "unsafe_freq": 5, "unsafe_zero": 6,
@@ -37,7 +37,7 @@ CS = {"safe": 1, "safe_manual": 2, "unsafe_rule": 3, "unsafe_peep": 4, "unsafe_f
       "secondary": 11, "secondary_manual": 12, "empty_nonstructural": 13, "empty": 14}
 
 
-def LETTER(status: int) -> str:  # noqa: N802 - a table, as in tau-ARGUS
+def LETTER(status: int) -> str:
     """The status letter of the intermediate format: S safe, U unsafe, P protected, M secondary, E empty."""
     if status in (13, 14):
         return "E"
@@ -200,7 +200,7 @@ def _jj(t: CellTable) -> list[str]:
         s = code.get(int(t.status[i]), "u")
         lo = t.lower[i] if (s == "u" and t.lower is not None) else 0.0
         hi = t.upper[i] if (s == "u" and t.upper is not None) else 0.0
-        cost = max(1, int(round(t.value[i])))
+        cost = max(1, round(t.value[i]))
         out.append(f"{i} {_num(t.value[i], t.decimals)} {cost} {s} {_num(lower_bound, t.decimals)} "
                    f"{_num(upper_bound, t.decimals)} {lo:.{t.decimals + 3}f} {hi:.{t.decimals + 3}f} 0")
     grid = Table.from_grid(t.dimensions, {"count": np.zeros(n)})

@@ -246,3 +246,21 @@ def test_digit_and_tree_recodes(tmp_path: Path, capsys: pytest.CaptureFixture[st
     assert list(d["Region"]) == ["Total", "N", "S"] and int(d["Freq"][1]) == n_north
     assert list(t["Region"]) == ["Total", "N", "1", "2", "3", "S"]
     assert int(t["Freq"][5]) == len(frame) - n_north
+
+
+def test_data_errors_name_file_line_and_variable_not_the_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = _records()
+    _write_micro(tmp_path, frame)
+    lines = (tmp_path / "firms.asc").read_text().splitlines()
+    lines[4] = "77" + lines[4][2:]  # a region code the hierarchy does not hold
+    (tmp_path / "firms.asc").write_text("\n".join(lines) + "\n")
+    job = ('<OPENMICRODATA> "firms.asc"\n<OPENMETADATA> "firms.rda"\n<SPECIFYTABLE> "Region"|<FREQ>||\n'
+           '<SAFETYRULE> FREQ(3,10)\n<READMICRODATA>\n<SUPPRESS> MOD(1)\n<WRITETABLE> (1,2,,"o.csv")\n')
+    code, _, err = _run(tmp_path, job, capsys=capsys)
+    assert code == 2 and err.strip().endswith("firms.asc:5: Region: a code that is not a leaf of the variable's hierarchy")
+    assert "77" not in err and not (tmp_path / "o.csv").exists()
+    (tmp_path / "firms.asc").write_text("\n".join(lines[:4]) + "\n")
+    (tmp_path / "prior.hst").write_text("N;3;U\nQ;3;S\n")
+    job2 = job.replace("<SUPPRESS>", '<APRIORI> "prior.hst", 1, ";"\n<SUPPRESS>').replace('"Region"|', '"Region""Size"|')
+    code, _, err = _run(tmp_path, job2, capsys=capsys)
+    assert code == 2 and err.strip().endswith("prior.hst:2: field 1: a code not in the table")

@@ -44,7 +44,7 @@ class JobTable:
     cost: str
     rules: tuple[Rule, ...] | None = None
     recodes: dict[str, tuple[str, str]] = field(default_factory=dict)
-    apriori: list[AprioriEntry] = field(default_factory=list)
+    apriori: list[tuple[str, AprioriEntry]] = field(default_factory=list)
     cells: CellTable | None = None
     base: Table | None = None
 
@@ -59,6 +59,7 @@ class Job:
     meta_dir: Path | None = None
     tables: list[JobTable] = field(default_factory=list)
     records: Any = None
+    record_lines: tuple[int, ...] = ()
 
     @property
     def src(self) -> str:
@@ -90,7 +91,9 @@ def records_of(job: Job, cmd: Command) -> Any:
 
     if job.records is None:
         assert job.data is not None and job.meta is not None
-        job.records = read_asc(read_file(job.data, job.src, cmd.line, "data file"), job.meta, source=job.data.name)
+        text = read_file(job.data, job.src, cmd.line, "data file")
+        job.records = read_asc(text, job.meta, source=job.data.name)
+        job.record_lines = tuple(i for i, line in enumerate(text.splitlines(), 1) if line.strip())
     return job.records
 
 

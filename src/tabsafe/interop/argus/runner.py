@@ -234,7 +234,7 @@ def _apriori(job: Job, cmd: Command) -> None:
     t = job.tables[table - 1]
     entries = read_hst(read_file(path, job.src, cmd.line, "<APRIORI> file"), separator=sep, dimensions=len(t.expl),
                        source=path.name)
-    t.apriori.extend(entries)
+    t.apriori.extend((path.name, e) for e in entries)
     unsupported = sum(e.action in {"C", "W", "PL", "AB"} for e in entries)
     text = f"{len(entries)} entries"
     if unsupported:

@@ -82,6 +82,10 @@ def _micro_table(job: Job, t: JobTable, cmd: Command) -> Table:
         v = job.meta.variable(name)
         column = records.column(v.name).to_pylist()
         h = _hierarchy(job, v, column, cmd)
+        known = set(h.leaves)
+        bad = next((k for k, c in enumerate(column) if c not in known), None)
+        if bad is not None and job.data is not None:
+            raise fail(job.data.name, job.record_lines[bad], v.name, "a code that is not a leaf of the variable's hierarchy")
         if v.name.lower() in t.recodes:
             column, h = _recoded(job, t, v, column, h, cmd)
         columns[v.name] = pa.array(column, pa.string())
@@ -229,14 +233,14 @@ def _apply_apriori(job: Job, t: JobTable, cells: CellTable, status: np.ndarray, 
     new = {"S": CS["safe_manual"], "U": CS["unsafe_manual"], "P": CS["protect_manual"],
            "M": CS["secondary_manual"], "ML": CS["secondary_manual"]}
     sizes = [len(d.hierarchy.order) for d in cells.dimensions]
-    for e in t.apriori:
+    for source, e in t.apriori:
         if e.action not in new:
             continue
         idx = 0
         for k, (code, d, size) in enumerate(zip(e.codes, cells.dimensions, sizes)):
             code = TOTAL if code == (job.meta.variable(d.variable).total_code if job.meta else None) else code
             if code not in d.hierarchy.position:
-                raise fail("apriori", e.line, f"field {k + 1}", "a code not in the table")
+                raise fail(source, e.line, f"field {k + 1}", "a code not in the table")
             idx = idx * size + d.hierarchy.position[code]
         if status[idx] != CS["empty"]:
             status[idx] = new[e.action]

@@ -59,6 +59,13 @@ def _outputs(argv: list[str], options: set[str] = OUTPUT_OPTIONS) -> list[Path]:
     return list(out.values())
 
 
+def _job(tmp: Path) -> Path:
+    """A tau-ARGUS batch file that runs (tabsafe argus run)."""
+    job = tmp / "job.arb"
+    job.write_text("// nothing to do but stop\n<GOINTERACTIVE>\n")
+    return job
+
+
 @pytest.mark.parametrize("command", sorted(set(COMMANDS) - SKIP))
 def test_random_option_combinations(command: str, small_census, tmp_path_factory) -> None:
     tmp = tmp_path_factory.mktemp(f"fuzz-{command}")
@@ -79,6 +86,7 @@ def test_random_option_combinations(command: str, small_census, tmp_path_factory
         "keys-admin": ["--data", str(_served(small_census, tmp)), "list"],
         "measure": ["info-gain", "--method", "ckm", "--max-noise", "3", "--variance", "2"],
         "evaluate": [str(config)],
+        "argus": ["run", str(_job(tmp))],
     }.get(command, [])
     actions = _actions(command, base)
     flags = [a for a in actions if a.option_strings[-1] != "--log-json"]

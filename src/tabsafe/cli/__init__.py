@@ -33,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("tabsafe.cli.serve", "the table builder: HTTP API and web page, every table protected"),
     "keys-admin": ("tabsafe.cli.keys_admin", "users and API keys of the table builder; its audit log"),
     "demo": ("tabsafe.cli.demo", "the main job end to end on synthetic data"),
+    "argus": ("tabsafe.cli.argus", "run a tau-ARGUS batch file (.arb) headless, saying what each command became"),
 }
 
 

@@ -55,6 +55,11 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
     parser.add_argument("--seed", type=seed_int, default=None,
                         help="seed of random methods (drawn, printed and recorded when not given)")
     add_output_arguments(parser)
+    parser.add_argument("--format", default=None, choices=["csv", "parquet", "sdmx-csv", "csvw"],
+                        help="release format (default: by the extension of --out); sdmx-csv: SDMX-CSV 2.0 with "
+                             "OBS_STATUS and CONF_STATUS; csvw: CSV and its CSV-W metadata FILE-metadata.json")
+    parser.add_argument("--sdmx-structure", default="TABSAFE:TABLE(1.0)", metavar="AGENCY:ID(VERSION)",
+                        help="the dataflow named in an SDMX-CSV release")
     parser.add_argument("--evaluation", metavar="FILE",
                         help="also write the evaluation values (originals, keys, statuses): a private file")
     parser.add_argument("--report", metavar="FILE.json", help="also write the method's report as JSON")
@@ -82,7 +87,14 @@ def run(args: argparse.Namespace) -> int:
 
     classes = [get_method(name) for name in args.method]
     chain = Chain(tuple(method_from_args(cls, args) for cls in classes))
-    output_format(args.out)
+    fmt = getattr(args, "format", None)
+    if fmt in {"sdmx-csv", "csvw"}:
+        if args.keep_original:
+            raise InputError(f"--format {fmt} writes a release: it cannot carry --keep-original's originals")
+        if not args.out.lower().endswith(".csv"):
+            raise InputError(f"--format {fmt} writes CSV: give a .csv file", where=args.out)
+    else:
+        output_format(args.out)
     if args.evaluation:
         output_format(args.evaluation)
     if args.report and not args.report.lower().endswith(".json"):
@@ -91,6 +103,7 @@ def run(args: argparse.Namespace) -> int:
         # every output is checked before any work: a bad path fails at once, and nothing is
         # written unless everything is
         release_path = out.plan(args.out, kind="evaluation" if args.keep_original else "release")
+        meta_path = out.plan(f"{args.out}-metadata.json", option="out") if fmt == "csvw" else None
         eval_path = out.plan(args.evaluation, kind="evaluation", option="evaluation") if args.evaluation else None
         report_kind = "evaluation" if (args.keep_original or args.evaluation) else "release"
         report_path = out.plan(args.report, kind=report_kind, option="report") if args.report else None
@@ -102,8 +115,18 @@ def run(args: argparse.Namespace) -> int:
             data = result.table
             cols = [*result.release.columns, "original"]
             out.write_arrow(release_path, evaluation_arrow(data, cols, zero_cells=args.zero_cells))
+        elif fmt == "sdmx-csv":
+            from tabsafe.interop.sdmx import sdmx_csv
+
+            out.write_text(release_path, sdmx_csv(result.release, structure=args.sdmx_structure))
         else:
-            out.write_arrow(release_path, release_arrow(result.release, zero_cells=args.zero_cells))
+            data = release_arrow(result.release, zero_cells=args.zero_cells)
+            out.write_arrow(release_path, data)
+            if meta_path is not None:
+                from tabsafe.interop.csvw import csvw_metadata
+
+                out.write_text(meta_path, csvw_metadata(result.release, result.report, csv_name=release_path.name,
+                                                        columns=data.schema))
         if eval_path is not None:
             out.write_arrow(eval_path, evaluation_arrow(result.evaluation, zero_cells=args.zero_cells))
         if report_path is not None:

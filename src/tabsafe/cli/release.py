@@ -61,7 +61,9 @@ def add_protect_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] =
         if "--out" in action.option_strings:
             action.metavar = "DIR"
             action.help = "folder for the release: one file per table and release.yaml (made if missing)"
-    parser.add_argument("--format", default="csv", choices=["csv", "parquet"], help="format of the table files")
+    parser.add_argument("--format", default="csv", choices=["csv", "parquet", "sdmx-csv", "csvw"],
+                        help="format of the table files; sdmx-csv also writes NAME.sdmx.csv, csvw also "
+                             "NAME.csv-metadata.json, beside the NAME.csv the manifest lists")
     parser.add_argument("--evaluation", metavar="DIR",
                         help="also write each table's evaluation values (originals, statuses): private files")
     parser.add_argument("--report", metavar="FILE.json", help="also write the release's report as JSON")
@@ -123,7 +125,13 @@ def run_protect(args: argparse.Namespace) -> int:
     try:
         with Outputs(inputs=inputs) as out:
             kind = "evaluation" if args.keep_original else "release"
-            paths = {t.name: out.plan(out_dir / f"{t.name}.{args.format}", kind=kind) for t in spec.tables}
+            ext = "parquet" if args.format == "parquet" else "csv"
+            if args.format in {"sdmx-csv", "csvw"} and args.keep_original:
+                raise InputError(f"--format {args.format} writes a release: it cannot carry --keep-original's originals")
+            paths = {t.name: out.plan(out_dir / f"{t.name}.{ext}", kind=kind) for t in spec.tables}
+            extra_name = {"sdmx-csv": "{}.sdmx.csv", "csvw": "{}.csv-metadata.json"}.get(args.format)
+            extras = {t.name: out.plan(out_dir / extra_name.format(t.name), kind=kind)
+                      for t in spec.tables} if extra_name else {}
             manifest = out.plan(out_dir / "release.yaml", kind="release")
             evals = ({t.name: out.plan(eval_dir / f"{t.name}.evaluation.parquet", kind="evaluation",
                                        option="evaluation") for t in spec.tables} if eval_dir else {})
@@ -146,7 +154,9 @@ def run_protect(args: argparse.Namespace) -> int:
                     out.write_arrow(paths[t.name], evaluation_arrow(p.table, [*p.release.columns, "original"],
                                                                     zero_cells=args.zero_cells))
                 else:
-                    out.write_arrow(paths[t.name], release_arrow(p.release, zero_cells=args.zero_cells))
+                    data_arrow = release_arrow(p.release, zero_cells=args.zero_cells)
+                    out.write_arrow(paths[t.name], data_arrow)
+                    _write_extra(out, args, extras.get(t.name), p, result.report, paths[t.name].name, data_arrow)
                 if t.name in evals:
                     out.write_arrow(evals[t.name], evaluation_arrow(p.evaluation, zero_cells=args.zero_cells))
             reading = method.reading()  # what the audit of the files may assume
@@ -182,6 +192,21 @@ def run_protect(args: argparse.Namespace) -> int:
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
     return 0
+
+
+def _write_extra(out: Any, args: argparse.Namespace, path: Path | None, protection: Any, report: Any,
+                 csv_name: str, data: Any) -> None:
+    """The SDMX-CSV or CSV-W file written beside a release table (:mod:`tabsafe.interop`)."""
+    if path is None:
+        return
+    if args.format == "sdmx-csv":
+        from tabsafe.interop.sdmx import sdmx_csv
+
+        out.write_text(path, sdmx_csv(protection.release))
+    else:
+        from tabsafe.interop.csvw import csvw_metadata
+
+        out.write_text(path, csvw_metadata(protection.release, report, csv_name=csv_name, columns=data.schema))
 
 
 # ------------------------------------------------------------------------------------ audit

@@ -160,7 +160,12 @@ def read_ptable(path: str | os.PathLike[str], *, layout: str | None = None) -> P
     return PTable.from_columns(_from_tau_argus(columns, source), source=source)
 
 
+#: the names earlier versions of the ptable package gave the columns (tau-ARGUS reads both)
+_OLD_NAMES = {"p_ij": "p", "p_ij_lb": "p_int_lb", "p_ij_ub": "p_int_ub"}
+
+
 def _from_tau_argus(columns: dict[str, list[str]], source: str) -> dict[str, object]:
+    columns = {_OLD_NAMES.get(k, k) if _OLD_NAMES.get(k, k) not in columns else k: v for k, v in columns.items()}
     missing = [c for c in TAU_ARGUS_COLUMNS if c not in columns]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)}; the tau-ARGUS layout needs "

@@ -5,8 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tabsafe.synth import SynthResult, synth_census
+
+# Hypothesis settings live here, for every test: no deadline (a loaded machine is slow, not wrong)
+settings.register_profile("tabsafe", deadline=None)
+settings.load_profile("tabsafe")
 
 
 @pytest.fixture(scope="session")

@@ -103,3 +103,38 @@ def test_numpy_evaluation_agrees_with_the_engine() -> None:
     for text in ["sex = 1 and age_year >= 30", "area in (A2, A10) or not sex = 2"]:
         mask = evaluate(parse(text), lambda v: DF[v].to_numpy(), kinds)
         assert int(np.sum(mask)) == ts.tabulate(ts.Microdata.from_frame(DF), ["sex"], where=text).value()
+
+
+@pytest.mark.parametrize("text", [
+    "(" * 320 + "sex = 1" + ")" * 320,
+    "not " * 2400 + "sex = 1",
+    "sex = 1 and " + "(not " * 40 + "sex = 2" + ")" * 40,   # brackets and nots count together
+    "(" * 5000,
+])
+def test_deep_nesting_is_one_error_line_never_a_recursion_error(text: str) -> None:
+    with pytest.raises(ts.InputError) as err:
+        parse(text)
+    assert "\n" not in str(err.value) and "nested more than 64 deep" in str(err.value)
+
+
+def test_deep_nesting_is_refused_by_the_cli_with_one_line(tmp_path, capsys) -> None:
+    data = tmp_path / "d.csv"
+    DF.to_csv(data, index=False)
+    out = tmp_path / "t.csv"
+    code = main(["tabulate", str(data), "--by", "sex", "--where", "not " * 2400 + "sex = 1", "--out", str(out)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "nested more than 64" in err and not out.exists()
+
+
+def test_the_deepest_filter_allowed_runs_in_every_evaluator() -> None:
+    """64 levels parse, compile to SQL the engine runs, and evaluate in numpy: the guard is at
+    the language's edge, not below what an evaluator can take."""
+    from tabsafe.model.filter import MAX_DEPTH, evaluate
+
+    text = "(" * (MAX_DEPTH // 2) + "not " * (MAX_DEPTH // 2) + "sex = 1" + ")" * (MAX_DEPTH // 2)
+    node = parse(text)
+    assert ts.tabulate(ts.Microdata.from_frame(DF), ["area"], where=node).value() == 3  # an even number of nots
+    mask = evaluate(node, lambda v: DF[v].to_numpy(), {"area": "text", "sex": "text", "age_year": "integer"})
+    assert mask.tolist() == (DF.sex == "1").tolist()
+    with pytest.raises(ts.InputError, match="nested more than"):
+        parse("not " + text)

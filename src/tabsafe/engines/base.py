@@ -32,6 +32,10 @@ class Dialect:
     # Aggregate records to inner cells before the grouping sets: for engines that copy every
     # input row once per grouping set (Spark's Expand), so they copy inner cells, not records.
     pre_aggregate: bool = False
+    # A whole-text regular-expression match: ``{expr}`` and ``{pattern}`` (a quoted literal)
+    full_match: str = "regexp_full_match({expr}, {pattern})"
+    # True for a NaN double
+    nan_test: str = "isnan({expr})"
 
     def ident(self, name: str) -> str:
         """A quoted identifier."""
@@ -95,7 +99,12 @@ class Dialect:
         from tabsafe.model.filter import Dialect as FilterDialect
 
         return FilterDialect(ident=self.ident, literal=self.literal, as_text=self.as_text,
-                             as_number=self.as_number)
+                             as_number=self.as_number, full_match=self.matches,
+                             is_nan=lambda expr: self.nan_test.format(expr=expr))
+
+    def matches(self, expr: str, pattern: str) -> str:
+        """True when the text ``expr`` matches the regular expression ``pattern`` whole."""
+        return self.full_match.format(expr=expr, pattern=self.literal(pattern))
 
 
 class Session(Protocol):

@@ -25,7 +25,9 @@ from tabsafe.engines.base import SOURCE, Dialect
 from tabsafe.errors import InputError, TooLargeError
 from tabsafe.model.microdata import ArrowSource, FileSource, Source
 
-DIALECT = Dialect(name="duckdb", text_type="VARCHAR")
+# isnan() of a Parquet column is folded to false when the file's statistics (which leave NaN
+# out) hold no NaN, though the column has NaNs; isfinite() is not folded
+DIALECT = Dialect(name="duckdb", text_type="VARCHAR", nan_test="(NOT isfinite({expr}) AND NOT isinf({expr}))")
 
 _INTEGER = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER",
             "UBIGINT", "UHUGEINT"}

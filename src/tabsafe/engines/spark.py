@@ -55,7 +55,8 @@ from tabsafe.engines.base import SOURCE, Dialect
 from tabsafe.errors import InputError, TooLargeError
 from tabsafe.model.microdata import ArrowSource, FileSource, Source
 
-DIALECT = Dialect(name="spark", text_type="STRING", string_escape_backslash=True, pre_aggregate=True)
+DIALECT = Dialect(name="spark", text_type="STRING", string_escape_backslash=True, pre_aggregate=True,
+                  full_match="({expr} RLIKE concat('^(', {pattern}, ')$'))")
 
 #: The master of the local session when neither the engine nor ``$TABSAFE_SPARK_MASTER`` names one.
 DEFAULT_MASTER = "local[2]"

@@ -22,6 +22,16 @@ A *code* is a bare word of letters, digits and ``_ + - . /`` (``EMP``, ``R1A008`
 mapping ``{variable: [codes]}`` is the same as ``variable in (codes)`` for each entry, joined by
 ``and``.
 
+Meaning (one for every evaluator: each engine's SQL, numpy, the service, the differencing
+audit — all compiled from the tree below by :func:`fold`). Logic is SQL's three-valued logic: a
+test on a missing value is *unknown*, ``not unknown`` is unknown, ``and``/``or`` are Kleene's,
+and a record passes only where the filter is *true*. A test on a numeric column compares
+numbers (NaN counts as missing). A test ``=``, ``!=``, ``in`` on a text column compares texts
+(``7`` and ``'7'`` both name the code ``"7"``; ``7.0`` names ``"7.0"``); an ordering on a text
+column compares the text as a number when it is one by :data:`NUMBER_PATTERN` (``"07" < 10``),
+and is unknown for a text that is none (``"00-04"``). Nesting is at most :data:`MAX_DEPTH`
+deep, so no evaluator recurses without bound.
+
 >>> parse("activity = EMP and age_year >= 65").to_text()
 "activity = 'EMP' and age_year >= 65"
 >>> parse("area in (R1A001, 'R1A002') or not sex = 2").variables
@@ -34,11 +44,30 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, TypeVar, Union
 
 from tabsafe.errors import InputError
 
-__all__ = ["And", "Compare", "Filter", "In", "Not", "Or", "parse", "from_mapping", "coerce"]
+__all__ = [
+    "And",
+    "Compare",
+    "Filter",
+    "In",
+    "Not",
+    "Or",
+    "Predicate",
+    "Test",
+    "coerce",
+    "compile_sql",
+    "evaluate",
+    "fold",
+    "from_mapping",
+    "nnf",
+    "parse",
+    "predicate",
+    "text_number",
+    "truth_mask",
+]
 
 _OPS = {"=": "=", "==": "=", "!=": "!=", "<>": "!=", "<": "<", "<=": "<=", ">": ">", ">=": ">="}
 _KEYWORDS = {"and", "or", "not", "in"}
@@ -53,7 +82,16 @@ _TOKEN = re.compile(
 )
 _IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _NUMBER = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?$")
+#: When a text in the data is a number (for orderings on text columns): ASCII digits only, no
+#: blanks, no ``inf``/``nan``. The engines' SQL tests the same pattern (no backslash in it, so
+#: every dialect's string literal carries it unchanged), so no engine's own cast rules leak in.
+NUMBER_PATTERN = "[+-]?([0-9]+[.]?[0-9]*|[.][0-9]+)([eE][+-]?[0-9]+)?"
+_TEXT_NUMBER = re.compile(NUMBER_PATTERN)
 MAX_LENGTH = 10_000
+#: The deepest nesting of brackets and ``not``s a filter may have (evaluators recurse on it).
+MAX_DEPTH = 64
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -138,6 +176,8 @@ class Or(_Node):
 
 
 Filter = Union[In, Compare, Not, And, Or]
+#: A leaf of the tree: a test of one variable.
+Test = Union[In, Compare]
 
 
 def _variables(node: Filter, out: list[str]) -> None:
@@ -149,8 +189,6 @@ def _variables(node: Filter, out: list[str]) -> None:
     else:
         for p in node.parts:
             _variables(p, out)
-
-
 
 
 # ------------------------------------------------------------------------------ parsing
@@ -177,10 +215,15 @@ def _error(what: str, text: str) -> InputError:
 
 
 class _Parser:
+    """Recursive descent over the grammar of the module docstring. Each bracket and each ``not``
+    is one level of recursion, so the depth is counted and capped (:data:`MAX_DEPTH`): a deep
+    filter is one error line, never a RecursionError here or in an evaluator."""
+
     def __init__(self, text: str) -> None:
         self.text = text
         self.toks = _tokens(text)
         self.i = 0
+        self.depth = 0
 
     def peek(self) -> tuple[str, str, int] | None:
         return self.toks[self.i] if self.i < len(self.toks) else None
@@ -199,6 +242,13 @@ class _Parser:
             raise _error(f"expected {what}, found {got}", self.text)
         self.i += 1
         return t
+
+    def deeper(self) -> None:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            t = self.toks[self.i - 1]
+            raise _error(f"nested more than {MAX_DEPTH} deep (brackets and 'not's) at character {t[2] + 1}; "
+                         "write it with fewer levels", self.text)
 
     def parse(self) -> Filter:
         if not self.toks:
@@ -223,12 +273,17 @@ class _Parser:
 
     def not_(self) -> Filter:
         if self.keyword("not"):
-            return Not(self.not_())
+            self.deeper()
+            node: Filter = Not(self.not_())
+            self.depth -= 1
+            return node
         t = self.peek()
         if t is not None and t[0] == "lparen":
             self.i += 1
+            self.deeper()
             node = self.or_()
             self.expect("rparen", "')'")
+            self.depth -= 1
             return node
         return self.test()
 
@@ -270,7 +325,8 @@ class _Parser:
 
 
 def parse(text: str) -> Filter:
-    """Parse a filter; an error names what was expected and where."""
+    """Parse a filter; an error names what was expected and where. At most :data:`MAX_LENGTH`
+    characters and :data:`MAX_DEPTH` levels of nesting."""
     if not isinstance(text, str):
         raise InputError(f"a filter is a text; got {type(text).__name__}")
     if len(text) > MAX_LENGTH:
@@ -299,11 +355,26 @@ def from_mapping(mapping: Mapping[str, Any], *, where: str = "filter") -> Filter
     return parts[0] if len(parts) == 1 else And(tuple(parts))
 
 
+def _depth(node: Filter) -> int:
+    """The nesting of a tree (iterative: a tree built in code may be deeper than any parse)."""
+    deepest, stack = 0, [(node, 0)]
+    while stack:
+        n, d = stack.pop()
+        deepest = max(deepest, d)
+        if isinstance(n, Not):
+            stack.append((n.part, d + 1))
+        elif isinstance(n, (And, Or)):
+            stack.extend((p, d + 1) for p in n.parts)
+    return deepest
+
+
 def coerce(value: Any, *, where: str = "filter") -> Filter | None:
     """A filter from text, a mapping, a list of mappings (and), or a parsed filter."""
     if value is None:
         return None
     if isinstance(value, (In, Compare, Not, And, Or)):
+        if _depth(value) > 2 * MAX_DEPTH + 1:  # a bracket adds at most an "or" and an "and" level
+            raise InputError(f"{where}: a filter nested more than {2 * MAX_DEPTH + 1} deep")
         return value
     if isinstance(value, str):
         return parse(value)
@@ -315,101 +386,235 @@ def coerce(value: Any, *, where: str = "filter") -> Filter | None:
     raise InputError(f"{where}: a filter is a text or a mapping of variables to codes; got {value!r}")
 
 
-# ------------------------------------------------------------------------------ compiling
+# ------------------------------------------------------------------------------ meaning
+
+
+def fold(node: Filter, leaf: Callable[[Test, bool], T], all_: Callable[[list[T]], T],
+         any_: Callable[[list[T]], T], *, negate: bool = False) -> T:
+    """Where a filter is TRUE, built from where each test is true or false (every evaluator).
+
+    In SQL's three-valued logic ``not`` swaps true and false and leaves unknown alone, so with
+    every ``not`` pushed down to a test (De Morgan: ``not (a and b)`` = ``not a or not b`` holds
+    in three-valued logic too) the records where a filter is true are those where ``and``/``or``
+    of its tests' *literals* are true: ``leaf(test, False)`` is where the test is true,
+    ``leaf(test, True)`` where it is false — not merely "not true": an unknown test is in
+    neither. ``all_`` and ``any_`` combine the literals of an ``and`` and an ``or``.
+    """
+    if isinstance(node, Not):
+        return fold(node.part, leaf, all_, any_, negate=not negate)
+    if isinstance(node, (And, Or)):
+        parts = [fold(p, leaf, all_, any_, negate=negate) for p in node.parts]
+        return all_(parts) if isinstance(node, And) != negate else any_(parts)
+    return leaf(node, negate)
+
+
+def nnf(node: Filter) -> Filter:
+    """The same filter with every ``not`` on a test (:func:`fold`), ``and``/``or`` flattened."""
+
+    def join(kind: type[And | Or]) -> Callable[[list[Filter]], Filter]:
+        def make(parts: list[Filter]) -> Filter:
+            flat: list[Filter] = []
+            for p in parts:
+                flat.extend(p.parts if isinstance(p, kind) else (p,))
+            return kind(tuple(flat))
+        return make
+
+    return fold(node, lambda t, neg: Not(t) if neg else t, join(And), join(Or))
+
+
+_ORDERS = ("<", "<=", ">", ">=")
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """One test as every evaluator reads it (module docstring, "Meaning").
+
+    Attributes:
+        variable: the variable tested.
+        numeric: the column holds numbers (else text).
+        op: ``"in"`` or an ordering ``<``, ``<=``, ``>``, ``>=``.
+        texts: for ``in`` on a text column, the texts it names.
+        numbers: for ``in`` on a numeric column the numbers it names; for an ordering its bound.
+        negate: ``not in`` (and ``!=``).
+    """
+
+    variable: str
+    numeric: bool
+    op: str
+    texts: tuple[str, ...] = ()
+    numbers: tuple[float, ...] = ()
+    negate: bool = False
+
+
+def _is_numeric(kind: str | None) -> bool:
+    return kind in {"number", "integer"}
+
+
+def predicate(test: Test, kind: str, *, where: str | None = None) -> Predicate:
+    """A test on a column of ``kind`` (``"integer"``, ``"number"``: numbers; anything else:
+    text), with its literals checked: numbers for a numeric column and for an ordering (codes
+    have no order). ``=`` is ``in`` one value, ``!=`` is ``not in`` one value."""
+    numeric = _is_numeric(kind)
+    if isinstance(test, Compare) and test.op in _ORDERS:
+        x = test.value.number
+        if x is None:
+            if numeric:
+                raise InputError(f"filter: {test.variable!r} is numeric; {test.value.to_text()} is not a number",
+                                 where=where)
+            raise InputError(f"filter: {test.variable!r} holds codes, which have no order: use =, != or in, "
+                             f"not {test.op}", where=where)
+        return Predicate(test.variable, numeric, test.op, numbers=(x,))
+    values = test.values if isinstance(test, In) else (test.value,)
+    negate = test.negate if isinstance(test, In) else test.op == "!="
+    if not numeric:
+        return Predicate(test.variable, False, "in", texts=tuple(v.text for v in values), negate=negate)
+    numbers = []
+    for v in values:
+        if v.number is None:
+            raise InputError(f"filter: {test.variable!r} is numeric; {v.to_text()} is not a number", where=where)
+        numbers.append(v.number)
+    return Predicate(test.variable, True, "in", numbers=tuple(numbers), negate=negate)
+
+
+def text_number(text: str) -> float | None:
+    """A text of the data as a number, when it is one by :data:`NUMBER_PATTERN` (else None)."""
+    return float(text) if _TEXT_NUMBER.fullmatch(text) else None
+
+
+def _unknown_variable(name: str, kinds: Mapping[str, str], where: str | None) -> InputError:
+    known = ", ".join(list(kinds)[:12]) + (" …" if len(kinds) > 12 else "")
+    return InputError(f"filter: unknown variable {name!r}; the data have: {known}", where=where)
+
+
+# ------------------------------------------------------------------------------ SQL
 
 
 @dataclass(frozen=True)
 class Dialect:
-    """How an engine writes identifiers, literals and casts (``tabsafe.engines.base``)."""
+    """How an engine writes identifiers, literals, casts, ``full_match(expr, pattern)`` (true
+    when the text ``expr`` matches the regular expression ``pattern`` whole) and ``is_nan(expr)``
+    (``tabsafe.engines.base``)."""
 
     ident: Callable[[str], str]
     literal: Callable[[str], str]
     as_text: Callable[[str], str]
     as_number: Callable[[str], str]
+    full_match: Callable[[str, str], str]
+    is_nan: Callable[[str], str]
+
+
+def _number_sql(x: float) -> str:
+    return repr(int(x)) if x.is_integer() and abs(x) < 2**53 else repr(x)
 
 
 def compile_sql(node: Filter, dialect: Dialect, kinds: Mapping[str, str], *, where: str | None = None) -> str:
-    """SQL for a filter. ``kinds`` maps each column to its kind (``"integer"``, ``"number"``,
-    ``"text"``…); variables must be columns of the data. Literals are escaped by the dialect and
-    numbers rendered from parsed floats, so nothing of the user's text is pasted as SQL."""
+    """SQL for a filter (module docstring, "Meaning"; SQL is three-valued itself). ``kinds``
+    maps each column to its kind (``"integer"``, ``"number"``, ``"text"``…); variables must be
+    columns of the data. Literals are escaped by the dialect and numbers rendered from parsed
+    floats, so nothing of the user's text is pasted as SQL."""
 
-    def number_text(v: Value) -> str:
-        x = v.number
-        assert x is not None
-        return repr(int(x)) if x.is_integer() and abs(x) < 2**53 else repr(x)
+    def leaf(test: Test, negated: bool) -> str:
+        if test.variable not in kinds:
+            raise _unknown_variable(test.variable, kinds, where)
+        p = predicate(test, kinds[test.variable], where=where)
+        col = dialect.ident(test.variable)
+        if p.numeric:
+            # NaN is missing, as in numpy (where a null is NaN); engines order NaN above all numbers
+            expr = f"(CASE WHEN {dialect.is_nan(col)} THEN NULL ELSE {col} END)" if kinds[test.variable] == "number" else col
+            values = [_number_sql(x) for x in p.numbers]
+        elif p.op == "in":
+            expr, values = dialect.as_text(col), [dialect.literal(t) for t in p.texts]
+        else:
+            text = dialect.as_text(col)
+            expr = (f"(CASE WHEN {dialect.full_match(text, NUMBER_PATTERN)} "
+                    f"THEN {dialect.as_number(text)} END)")
+            values = [_number_sql(p.numbers[0])]
+        if p.op != "in":
+            sql = f"{expr} {p.op} {values[0]}"
+        elif len(values) == 1:
+            sql = f"{expr} {'<>' if p.negate else '='} {values[0]}"
+        else:
+            sql = f"{expr} {'NOT IN' if p.negate else 'IN'} ({', '.join(values)})"
+        return f"(NOT ({sql}))" if negated else f"({sql})"
 
-    def col(name: str) -> tuple[str, str]:
-        if name not in kinds:
-            known = ", ".join(list(kinds)[:12]) + (" …" if len(kinds) > 12 else "")
-            raise InputError(f"filter: unknown variable {name!r}; the data have: {known}", where=where)
-        return dialect.ident(name), ("number" if kinds[name] in {"number", "integer"} else "text")
+    return fold(node, leaf, lambda ps: "(" + " AND ".join(ps) + ")", lambda ps: "(" + " OR ".join(ps) + ")")
 
-    def lit(kind: str, v: Value, var: str) -> str:
-        if kind == "number":
-            if v.number is None:
-                raise InputError(f"filter: {var!r} is numeric; {v.to_text()} is not a number", where=where)
-            return number_text(v)
-        return dialect.literal(v.text)
 
-    def go(n: Filter) -> str:
-        if isinstance(n, In):
-            c, kind = col(n.variable)
-            expr = c if kind == "number" else dialect.as_text(c)
-            vals = ", ".join(lit(kind, v, n.variable) for v in n.values)
-            return f"({expr} {'NOT IN' if n.negate else 'IN'} ({vals}))"
-        if isinstance(n, Compare):
-            c, kind = col(n.variable)
-            op = "<>" if n.op == "!=" else n.op
-            if n.op in {"=", "!="} or kind == "number":
-                expr = c if kind == "number" else dialect.as_text(c)
-                return f"({expr} {op} {lit(kind, n.value, n.variable)})"
-            # an ordering on text: numbers compare as numbers (a CSV's columns are text), codes
-            # have no order
-            if n.value.number is None:
-                raise InputError(
-                    f"filter: {n.variable!r} holds codes, which have no order: use =, != or in, not {n.op}",
-                    where=where)
-            return f"({dialect.as_number(c)} {op} {number_text(n.value)})"
-        if isinstance(n, Not):
-            return f"(NOT {go(n.part)})"
-        joiner = " AND " if isinstance(n, And) else " OR "
-        return "(" + joiner.join(go(p) for p in n.parts) + ")"
+# ------------------------------------------------------------------------------ numpy
 
-    return go(node)
+
+def _column(values: Any, numeric: bool) -> Any:
+    """A column ready for tests: numbers as float64 with NaN for missing, or texts factorized
+    (each record's position among the distinct texts, -1 for missing; and the texts)."""
+    import numpy as np
+    import pandas as pd
+
+    arr = np.asarray(values)
+    if numeric:
+        if arr.dtype.kind in "iufb":
+            return arr.astype(np.float64, copy=False)
+        return pd.to_numeric(pd.Series(arr, dtype=object), errors="coerce").to_numpy(dtype=np.float64)
+    codes, uniques = pd.factorize(arr.astype(object, copy=False), use_na_sentinel=True)
+    return np.asarray(codes, dtype=np.int64), [u if isinstance(u, str) else str(u) for u in uniques]
+
+
+_NP_ORDER = {"<": "less", "<=": "less_equal", ">": "greater", ">=": "greater_equal"}
+
+
+def _mask(p: Predicate, column: Any, negated: bool) -> Any:
+    import numpy as np
+
+    # the test's answer is flipped by ``not in``/``!=`` and by a ``not`` above it; a missing
+    # value (NaN, or no text) is unknown either way
+    flip = p.negate != negated
+
+    def hits(x: Any) -> Any:  # where the test without negation is true; NaN compares false
+        if p.op != "in":
+            return getattr(np, _NP_ORDER[p.op])(x, p.numbers[0])
+        if len(p.numbers) == 1:
+            return x == p.numbers[0]
+        return np.isin(x, np.array(p.numbers, dtype=np.float64))
+
+    if p.numeric:
+        hit = hits(column)
+        return ~(hit | np.isnan(column)) if flip else hit
+    codes, texts = column
+    if p.op == "in":
+        wanted = set(p.texts)
+        hit_u = np.fromiter((t in wanted for t in texts), dtype=bool, count=len(texts))
+        known_u = np.ones(len(texts), dtype=bool)
+    else:
+        nums = np.fromiter((np.nan if (x := text_number(t)) is None else x for t in texts),
+                           dtype=np.float64, count=len(texts))
+        hit_u, known_u = hits(nums), ~np.isnan(nums)
+    # per distinct text whether the literal is true; position -1 (missing) reads the last: false
+    true_u = np.append(known_u & (~hit_u if flip else hit_u), False)
+    return true_u[codes]
+
+
+def truth_mask(p: Predicate, values: Any, negated: bool = False) -> Any:
+    """Where a test is TRUE over an array of a column's values (``negated``: where it is FALSE;
+    a missing value — None, NaN — is neither)."""
+    return _mask(p, _column(values, p.numeric), negated)
 
 
 def evaluate(node: Filter, column: Callable[[str], Sequence[Any]], kinds: Mapping[str, str]) -> Any:
-    """A boolean numpy mask of the records a filter selects, from in-memory columns (used where
-    no SQL engine is involved, e.g. the service's prepared code matrix)."""
+    """A boolean numpy mask of the records a filter selects (where it is TRUE), from in-memory
+    columns (used where no SQL engine is involved). ``column(name)`` gives a column's values,
+    with None or NaN for a missing value."""
+    from functools import reduce
+
     import numpy as np
 
-    def go(n: Filter) -> Any:
-        if isinstance(n, In):
-            values = np.asarray(column(n.variable))
-            if kinds.get(n.variable) in {"number", "integer"}:
-                wanted = [v.number for v in n.values]
-                mask = np.isin(values.astype(float), [w for w in wanted if w is not None])
-            else:
-                mask = np.isin(values.astype(str), [v.text for v in n.values])
-            return ~mask if n.negate else mask
-        if isinstance(n, Compare):
-            values = np.asarray(column(n.variable))
-            if kinds.get(n.variable) in {"number", "integer"}:
-                x = n.value.number
-                if x is None:
-                    raise InputError(f"filter: {n.variable!r} is numeric; {n.value.to_text()} is not a number")
-                v = values.astype(float)
-            else:
-                if n.op not in {"=", "!="}:
-                    raise InputError(f"filter: {n.variable!r} holds codes: use =, != or in, not {n.op}")
-                v, x = values.astype(str), n.value.text  # type: ignore[assignment]
-            return {"=": v == x, "!=": v != x, "<": v < x, "<=": v <= x, ">": v > x, ">=": v >= x}[n.op]
-        if isinstance(n, Not):
-            return ~go(n.part)
-        masks = [go(p) for p in n.parts]
-        out = masks[0]
-        for m in masks[1:]:
-            out = (out & m) if isinstance(n, And) else (out | m)
-        return out
+    columns: dict[tuple[str, bool], Any] = {}
 
-    return go(node)
+    def leaf(test: Test, negated: bool) -> Any:
+        name = test.variable
+        if name not in kinds:
+            raise _unknown_variable(name, kinds, None)
+        p = predicate(test, kinds[name])
+        if (name, p.numeric) not in columns:
+            columns[name, p.numeric] = _column(column(name), p.numeric)
+        return _mask(p, columns[name, p.numeric], negated)
+
+    return fold(node, leaf, lambda ms: reduce(np.logical_and, ms), lambda ms: reduce(np.logical_or, ms))

@@ -81,7 +81,6 @@ A table whose columns are conditions on different variables (Table 5.8: "working
 
 from __future__ import annotations
 
-import math
 import os
 import re
 from collections.abc import Callable, Mapping, Sequence
@@ -461,14 +460,11 @@ SLIVER_COLUMNS = ("order", "count", "small", "zero", "variable", "sliver", "tabl
 
 
 def _numeric(code: str) -> float | None:
-    try:
-        value = float(code)
-    except ValueError:
-        return None
-    return value if math.isfinite(value) else None
+    """A code as a number, as the filters read a text that is one (:func:`tabsafe.model.filter.text_number`)."""
+    return flt.text_number(code)
 
 
-class _Sets:
+class CodeSets:
     """The distinct sets of base codes of one base variable (bit masks), interned to ids.
 
     ``domain`` is the variable's codelist in the engine's order; ``kind`` is its column's kind
@@ -482,6 +478,7 @@ class _Sets:
         self.index = {c: i for i, c in enumerate(self.domain)}
         numbers = [_numeric(c) for c in self.domain]
         self.numbers = np.array([np.nan if x is None else x for x in numbers], dtype=np.float64)
+        self.texts = np.array(self.domain, dtype=object)
         self.numeric = kind in {"integer", "number"}
         self.masks: list[np.ndarray] = []
         self.ids: dict[bytes, int] = {}
@@ -559,16 +556,16 @@ class _Dim:
 
 
 def _domains(spec: DifferencingSpec, variables: Sequence[str], codes: Sequence[Sequence[str]],
-             kinds: Sequence[str]) -> dict[str, _Sets]:
+             kinds: Sequence[str]) -> dict[str, CodeSets]:
     """Each base variable's codes as the engine orders them: its declared codelist (``meta:``),
     else the codes in the data by :func:`~tabsafe.engines.planner.natural_key`.
 
     Codes named in recodes, filters and hierarchies must be among them, so a typo is an error;
     declare a codelist to name codes that have no records.
     """
-    out: dict[str, _Sets] = {}
+    out: dict[str, CodeSets] = {}
     for v, domain, kind in zip(variables, codes, kinds, strict=True):
-        out[v] = _Sets(v, domain, kind)
+        out[v] = CodeSets(v, domain, kind)
         # recode names describe sets better than lists of base codes, so they label first
         for d in spec.derived.values():
             if d.base == v:
@@ -580,22 +577,22 @@ def _domains(spec: DifferencingSpec, variables: Sequence[str], codes: Sequence[S
     return out
 
 
-def _base_name(spec: DifferencingSpec, var: str) -> str:
-    return spec.derived[var].base if var in spec.derived else var
+def _base_name(derived: Mapping[str, Derived], var: str) -> str:
+    return derived[var].base if var in derived else var
 
 
-def _base_of(spec: DifferencingSpec, var: str, sets: Mapping[str, _Sets], where: str) -> str:
-    if var in spec.derived:
-        return spec.derived[var].base
+def _base_of(derived: Mapping[str, Derived], var: str, sets: Mapping[str, CodeSets], where: str) -> str:
+    if var in derived:
+        return derived[var].base
     if var in sets:
         return var
     raise InputError(f"{where}: unknown variable {var!r} (not in the data, not derived)")
 
 
-def _var_codes(spec: DifferencingSpec, var: str, sets: Mapping[str, _Sets], where: str) -> dict[str, np.ndarray]:
+def _var_codes(derived: Mapping[str, Derived], var: str, sets: Mapping[str, CodeSets], where: str) -> dict[str, np.ndarray]:
     """Code -> base-code mask for a base or derived variable (leaves only)."""
-    if var in spec.derived:
-        d = spec.derived[var]
+    if var in derived:
+        d = derived[var]
         s = sets[d.base]
         return {code: s.mask_of(items, f"{where}: derived {var!r} code {code!r}") for code, items in d.codes}
     s = sets[var]
@@ -606,81 +603,45 @@ def _var_codes(spec: DifferencingSpec, var: str, sets: Mapping[str, _Sets], wher
 # --------------------------------------------------------------------------- filters on base codes
 
 
-def _nnf(node: flt.Filter, negate: bool = False) -> flt.Filter:
-    """The filter with every ``not`` pushed down to a test (De Morgan), ``and``/``or`` flattened."""
-    if isinstance(node, flt.Not):
-        return _nnf(node.part, not negate)
-    if isinstance(node, flt.And | flt.Or):
-        parts = [_nnf(p, negate) for p in node.parts]
-        kind = type(node) if not negate else (flt.Or if isinstance(node, flt.And) else flt.And)
-        flat: list[flt.Filter] = []
-        for p in parts:
-            flat.extend(p.parts if isinstance(p, kind) else (p,))
-        return kind(tuple(flat))
-    return flt.Not(node) if negate else node
+def _leaf(derived: Mapping[str, Derived], sets: Mapping[str, CodeSets], where: str) -> Callable[[flt.Test, bool], np.ndarray]:
+    """A test's literal (``negated``: the test false) as the base codes of its variable's base
+    variable it holds on — compiled by :func:`tabsafe.model.filter.fold`, the filters' one
+    meaning. A base variable's codes are tested as the engine's SQL tests the column (its kind:
+    numbers or text); a derived variable's code is the set of base codes it stands for, and
+    ``!=``/``not in`` the other base codes. Named codes must be codes (a typo is an error)."""
 
-
-#: A test's truth on each base code, as the engine's SQL has it: (true, false); neither = unknown.
-_Truth = tuple[np.ndarray, np.ndarray]
-
-
-def _truth(node: flt.Filter, test: Callable[[flt.In | flt.Compare], _Truth]) -> _Truth:
-    """Three-valued (SQL) logic over the base codes of one variable: an unknown stays unknown
-    under ``not``, so such codes are admitted neither by a test nor by its negation."""
-    if isinstance(node, flt.Not):
-        t, f = _truth(node.part, test)
-        return f, t
-    if isinstance(node, flt.And):
-        parts = [_truth(p, test) for p in node.parts]
-        return np.logical_and.reduce([t for t, _ in parts]), np.logical_or.reduce([f for _, f in parts])
-    if isinstance(node, flt.Or):
-        parts = [_truth(p, test) for p in node.parts]
-        return np.logical_or.reduce([t for t, _ in parts]), np.logical_and.reduce([f for _, f in parts])
-    return test(node)
-
-
-_ORDER = {"<": np.less, "<=": np.less_equal, ">": np.greater, ">=": np.greater_equal}
-
-
-def _test(spec: DifferencingSpec, sets: Mapping[str, _Sets], where: str) -> Callable[[flt.In | flt.Compare], _Truth]:
-    """One test (``v in (…)``, ``v op x``) on the base codes of ``v``'s base variable."""
-
-    def run(node: flt.In | flt.Compare) -> _Truth:
+    def run(node: flt.Test, negated: bool) -> np.ndarray:
         var = node.variable
-        base = _base_of(spec, var, sets, where)
+        base = _base_of(derived, var, sets, where)
         s = sets[base]
-        if isinstance(node, flt.Compare) and node.op in _ORDER:
-            if var in spec.derived:
-                raise InputError(f"{where}: ({node.to_text()}) orders the codes of {var!r}, which are sets of "
-                                 f"{base!r} codes, not numbers: compare {base!r} instead")
-            x = node.value.number
-            if x is None:
-                what = "is numeric" if s.numeric else "holds codes, which have no order"
-                raise InputError(f"{where}: ({node.to_text()}): {var!r} {what}; compare it with a number")
-            known = ~np.isnan(s.numbers)
-            hit = _ORDER[node.op](np.where(known, s.numbers, 0.0), x)
-            return hit & known, ~hit & known
-        values = node.values if isinstance(node, flt.In) else (node.value,)
+        if var not in derived:
+            try:
+                p = flt.predicate(node, s.kind)
+            except InputError as exc:
+                raise InputError(f"{where}: ({node.to_text()}): {exc.what.removeprefix('filter: ')}") from None
+            if p.op == "in":
+                for v in (node.values if isinstance(node, flt.In) else (node.value,)):
+                    if s.code_mask(v.text) is None:
+                        raise InputError(f"{where}: {v.text!r} is not a code of {var!r}")
+            return flt.truth_mask(p, s.numbers if p.numeric else s.texts, negated)
+        if isinstance(node, flt.Compare) and node.op not in {"=", "!="}:
+            raise InputError(f"{where}: ({node.to_text()}) orders the codes of {var!r}, which are sets of "
+                             f"{base!r} codes, not numbers: compare {base!r} instead")
+        codes = _var_codes(derived, var, sets, where)
         mask = np.zeros(len(s.domain), dtype=bool)
-        codes = _var_codes(spec, var, sets, where) if var in spec.derived else None
-        for v in values:
-            if codes is not None:
-                hit = codes.get(v.text)
-            else:
-                if s.numeric and v.number is None and _numeric(v.text) is None:
-                    raise InputError(f"{where}: {var!r} is numeric; {v.to_text()} is not a number")
-                hit = s.code_mask(v.text)
+        for v in (node.values if isinstance(node, flt.In) else (node.value,)):
+            hit = codes.get(v.text)
             if hit is None:
                 raise InputError(f"{where}: {v.text!r} is not a code of {var!r}")
             mask |= hit
         negate = node.negate if isinstance(node, flt.In) else node.op == "!="
-        return (~mask, mask) if negate else (mask, ~mask)
+        return ~mask if negate != negated else mask
 
     return run
 
 
-def _filter_masks(spec: DifferencingSpec, node: flt.Filter | None, sets: Mapping[str, _Sets],
-                  where: str) -> dict[str, np.ndarray]:
+def filter_masks(derived: Mapping[str, Derived], node: flt.Filter | None, sets: Mapping[str, CodeSets],
+                 where: str) -> dict[str, np.ndarray]:
     """The filter as a box: per base variable it restricts, the base codes it admits.
 
     Refuses, naming the part, a filter that is not an ``and`` of parts on one base variable
@@ -689,33 +650,33 @@ def _filter_masks(spec: DifferencingSpec, node: flt.Filter | None, sets: Mapping
     """
     if node is None:
         return {}
-    top = _nnf(node)
+    top = flt.nnf(node)
     parts = top.parts if isinstance(top, flt.And) else (top,)
     out: dict[str, np.ndarray] = {}
-    test = _test(spec, sets, where)
+    leaf = _leaf(derived, sets, where)
     for part in parts:
-        bases = list(dict.fromkeys(_base_of(spec, v, sets, where) for v in part.variables))
+        bases = list(dict.fromkeys(_base_of(derived, v, sets, where) for v in part.variables))
         if len(bases) > 1:
             raise InputError(
                 f"{where}: the filter part ({part.to_text()}) ties {' and '.join(map(repr, bases))} together; the "
                 "audit needs an 'and' of conditions on one base variable each (write one table per box)")
-        admitted, _ = _truth(part, test)
+        admitted = flt.fold(part, leaf, lambda ms: np.logical_and.reduce(ms), lambda ms: np.logical_or.reduce(ms))
         out[bases[0]] = out[bases[0]] & admitted if bases[0] in out else admitted
     return out
 
 
-def _table_dims(spec: DifferencingSpec, t: TableDef, sets: Mapping[str, _Sets]) -> tuple[list[_Dim], dict[str, np.ndarray]]:
+def _table_dims(spec: DifferencingSpec, t: TableDef, sets: Mapping[str, CodeSets]) -> tuple[list[_Dim], dict[str, np.ndarray]]:
     where = f"{spec.source}: table {t.name!r}"
-    filters = _filter_masks(spec, t.where, sets, where)
+    filters = filter_masks(spec.derived, t.where, sets, where)
     dims: list[_Dim] = []
     bases_used: dict[str, str] = {}
     for var in t.by:
-        base = _base_of(spec, var, sets, where)
+        base = _base_of(spec.derived, var, sets, where)
         if base in bases_used:
             raise InputError(f"{where}: {var!r} and {bases_used[base]!r} are both built from {base!r}; "
                              "a table may use each base variable once")
         bases_used[base] = var
-        leaves = _var_codes(spec, var, sets, where)
+        leaves = _var_codes(spec.derived, var, sets, where)
         h = t.hierarchies.get(var)
         if h is not None:
             unknown = sorted(set(h.leaves) - set(leaves))
@@ -745,7 +706,7 @@ def _table_dims(spec: DifferencingSpec, t: TableDef, sets: Mapping[str, _Sets]) 
 # --------------------------------------------------------------------------- the audit
 
 
-def _overlaps(s: _Sets) -> tuple[pd.DataFrame, np.ndarray]:
+def _overlaps(s: CodeSets) -> tuple[pd.DataFrame, np.ndarray]:
     """Every pair of sets of ``s`` that share a code, with the number shared; and the set sizes."""
     m = s.matrix()
     sizes = np.asarray(m.sum(axis=1)).ravel().astype(np.int64)
@@ -791,7 +752,7 @@ def audit(spec: DifferencingSpec, *, threshold: int | None = None, max_order: in
     base_vars: list[str] = []
     for t in spec.tables:
         for v in list(t.by) + list(t.where.variables if t.where is not None else ()):
-            b = _base_name(spec, v)
+            b = _base_name(spec.derived, v)
             if b not in base_vars:
                 base_vars.append(b)
     groups = grouped_counts(get_engine(engine), spec.data, base_vars)
@@ -938,7 +899,7 @@ def audit(spec: DifferencingSpec, *, threshold: int | None = None, max_order: in
     return AuditResult(slivers=frame, summary=summary, threshold=t_small)
 
 
-def _table_counts(dims: Sequence[_Dim], filters: Mapping[str, np.ndarray], sets: Mapping[str, _Sets],
+def _table_counts(dims: Sequence[_Dim], filters: Mapping[str, np.ndarray], sets: Mapping[str, CodeSets],
                   col: Mapping[str, int], code_idx: np.ndarray, weights: np.ndarray,
                   shape: Sequence[int]) -> np.ndarray:
     """Counts of every cell of one table, row-major over ``shape``, from the grouped data."""
@@ -965,7 +926,7 @@ def _table_counts(dims: Sequence[_Dim], filters: Mapping[str, np.ndarray], sets:
     return out
 
 
-def _covered(s: _Sets, overlaps: pd.DataFrame, sizes: np.ndarray, sig: np.ndarray, dloc: np.ndarray,
+def _covered(s: CodeSets, overlaps: pd.DataFrame, sizes: np.ndarray, sig: np.ndarray, dloc: np.ndarray,
              inner: np.ndarray, outer: np.ndarray, known_sig: np.ndarray, known_set: np.ndarray) -> np.ndarray:
     """Whether each sliver set ``outer[dloc] \\ inner[dloc]`` (other sets ``sig``) is a union of known
     sets inside it.
@@ -1052,7 +1013,7 @@ def _covered_part(wanted: pd.DataFrame, members: pd.DataFrame, overlaps: pd.Data
     return np.asarray(union.sum(axis=1)).ravel() == sizes[outer[d]] - sizes[inner[d]]
 
 
-def _describe(box: np.ndarray, base_vars: Sequence[str], sets: Mapping[str, _Sets], *, j: int, sa: int,
+def _describe(box: np.ndarray, base_vars: Sequence[str], sets: Mapping[str, CodeSets], *, j: int, sa: int,
               sb: int) -> str:
     """The sliver in words: the other variables' sets, then ``outer but not inner (what is left)``."""
     parts = [sets[v].describe(int(box[k])) for k, v in enumerate(base_vars) if k != j and box[k] != sets[v].full]

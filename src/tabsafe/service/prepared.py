@@ -30,7 +30,7 @@ import numpy as np
 from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
 
-FORMAT = 2  # 2: whole units rounded half away from zero, as the engines do
+FORMAT = 3  # 2: whole units rounded half away from zero, as the engines do; 3: values keep NaN
 #: record keys and fixed-point magnitudes are split at 2**26 so that float64 bincounts stay exact
 #: (every partial sum below 2**53 for up to 2**27 records)
 SPLIT = 26
@@ -280,6 +280,7 @@ def prepare(settings: Any) -> Path:
     numeric_cfg = dict(settings.numeric)
     numeric: dict[str, dict[str, Any]] = {}
     values: dict[str, np.ndarray] = {}
+    observed: dict[str, np.ndarray] = {}
     candidates = list(numeric_cfg) or [
         c for c in table.column_names
         if c not in variables and c != key_spec.column and not c.endswith("_id") and c != "id"
@@ -288,8 +289,10 @@ def prepare(settings: Any) -> Path:
     for name in candidates:
         if name not in table.column_names:
             raise InputError(f"setting 'numeric': {name!r} is not a column of the records", where=str(src))
-        x = table.column(name).to_numpy(zero_copy_only=False).astype(float)
-        x = np.where(np.isnan(x), 0.0, x)
+        raw = table.column(name).to_numpy(zero_copy_only=False).astype(float)
+        # sums count a missing value as 0; filters see it missing (NaN), as the engines' SQL does
+        observed[name] = raw
+        x = np.where(np.isnan(raw), 0.0, raw)
         if name in numeric_cfg:
             fp, label = numeric_cfg[name].flex_point, numeric_cfg[name].label or name
         else:
@@ -315,7 +318,7 @@ def prepare(settings: Any) -> Path:
             xs = x[order]
             fixed = round_half_away(xs * 10 ** numeric[name]["digits"])
             hi = np.floor_divide(fixed, 1 << SPLIT)
-            np.save(tmp / f"value_{name}.npy", xs)
+            np.save(tmp / f"value_{name}.npy", observed[name][order])
             np.save(tmp / f"fixed_lo_{name}.npy", (fixed - hi * (1 << SPLIT)).astype(np.float64))
             np.save(tmp / f"fixed_hi_{name}.npy", hi.astype(np.float64))
         if geography:

@@ -277,83 +277,97 @@ def _area(data: Prepared, area: Sequence[str] | None, limits: Any
     return tuple((s, e) for s, e in runs), kept, inside
 
 
+def _leaf_codes(var: Variable, values: Sequence[_filter.Value]) -> tuple[str, ...]:
+    """The leaf codes the values name: a code of any level of the hierarchy names the leaves
+    below it; an unquoted number names the code it equals (7 and 7.0 name "7"); anything
+    else is an error naming the value (the catalogue's codes are known)."""
+    out: list[str] = []
+    for v in values:
+        text = v.text
+        if text not in var.hierarchy.position and not v.quoted and v.number is not None:
+            x = v.number
+            text = str(int(x)) if x.is_integer() else text
+        if text not in var.hierarchy.position:
+            raise InputError(f"filter: {v.text!r} is not a code of {var.name!r}")
+        out.extend(var.hierarchy.leaves[i] for i in var.leaves_below[text].tolist())
+    return tuple(dict.fromkeys(out))
+
+
+def on_leaves(var: Variable, test: _filter.Test) -> _filter.Test:
+    """A test of a categorical variable with its codes as the leaf codes they name
+    (:func:`_leaf_codes`): the filter the records' leaf codes are tested by. Orderings stay:
+    they compare the leaf codes that are numbers (:mod:`tabsafe.model.filter`, "Meaning")."""
+    if isinstance(test, _filter.Compare) and test.op not in {"=", "!="}:
+        return test
+    values = test.values if isinstance(test, _filter.In) else (test.value,)
+    negate = test.negate if isinstance(test, _filter.In) else test.op == "!="
+    codes = _leaf_codes(var, values)
+    return _filter.In(test.variable, tuple(_filter.Value(c, quoted=True) for c in codes), negate=negate)
+
+
+@dataclass(frozen=True, eq=False)
+class _Lut:
+    """A part of a filter that depends on one categorical variable only: per leaf code, whether
+    it is true. Parts on the same variable combine into one table before any record is read."""
+
+    variable: str
+    lut: np.ndarray
+
+
+_Part = Any  # _Lut, or a function of a selection of records -> boolean mask
+
+
 def compile_filter(data: Prepared, node: _filter.Filter) -> Callable[[Any], np.ndarray]:
-    """The filter as a function of a selection of records (a slice or an index array) → boolean mask, evaluated on the code matrix
-    through per-codelist look-up tables (no strings are made per record)."""
-    def leaf_mask(var: Variable, values: Sequence[_filter.Value]) -> np.ndarray:
-        m = np.zeros(len(var.hierarchy.leaves), dtype=bool)
-        for v in values:
-            text = v.text
-            if text not in var.hierarchy.position and not v.quoted and v.number is not None:
-                # 7 and 7.0 name the code "7"
-                x = v.number
-                text = str(int(x)) if x.is_integer() else text
-            if text not in var.hierarchy.position:
-                raise InputError(f"filter: {v.text!r} is not a code of {var.name!r}")
-            m[var.leaves_below[text]] = True
-        return m
+    """The filter as a function of a selection of records (a slice or an index array) → boolean
+    mask of the records where it is true, compiled by :func:`tabsafe.model.filter.fold` (the
+    one meaning): a test of a categorical variable is evaluated once per leaf code of its
+    codelist (no strings are made per record), a numeric variable's test on the records' values
+    (NaN: missing, so unknown)."""
 
-    def build(n: _filter.Filter) -> Callable[[Any], np.ndarray]:
-        if isinstance(n, (_filter.In, _filter.Compare)):
-            name = n.variable
-            if name in data.variables:
-                var = data.variables[name]
-                codes = data.codes[name]
-                if isinstance(n, _filter.In):
-                    lut = leaf_mask(var, n.values)
-                    if n.negate:
-                        lut = ~lut
-                elif n.op in {"=", "!="}:
-                    lut = leaf_mask(var, (n.value,))
-                    if n.op == "!=":
-                        lut = ~lut
+    def leaf(test: _filter.Test, negated: bool) -> _Part:
+        name = test.variable
+        if name in data.variables:
+            var = data.variables[name]
+            p = _filter.predicate(on_leaves(var, test), "text")
+            return _Lut(name, _filter.truth_mask(p, np.asarray(var.hierarchy.leaves, dtype=object), negated))
+        if name in data.values:
+            p = _filter.predicate(test, "number")
+            vals = data.values[name]
+            return lambda sel: _filter.truth_mask(p, vals[sel], negated)
+        known = ", ".join(list(data.variables) + list(data.values))
+        raise InputError(f"filter: unknown variable {name!r}; known: {known}")
+
+    def function(part: _Part) -> Callable[[Any], np.ndarray]:
+        if isinstance(part, _Lut):
+            lut, codes = part.lut, data.codes[part.variable]
+            return lambda sel: lut[codes[sel]]
+        return part  # type: ignore[no-any-return]
+
+    def combine(both: bool) -> Callable[[list[_Part]], _Part]:
+        op = np.logical_and if both else np.logical_or
+
+        def run(parts: list[_Part]) -> _Part:
+            luts: dict[str, np.ndarray] = {}
+            rest = []
+            for p in parts:
+                if isinstance(p, _Lut):
+                    luts[p.variable] = op(luts[p.variable], p.lut) if p.variable in luts else p.lut
                 else:
-                    x = n.value.number
-                    nums = var.numeric_codes
-                    if x is None or np.isnan(nums).any():
-                        raise InputError(f"filter: {name!r} holds codes, which have no order: use =, != or in, "
-                                         f"not {n.op}")
-                    lut = {"<": nums < x, "<=": nums <= x, ">": nums > x, ">=": nums >= x}[n.op]
-                return lambda sel, lut=lut, codes=codes: lut[codes[sel]]
-            if name in data.values:
-                vals = data.values[name]
-                if isinstance(n, _filter.In):
-                    wanted = []
-                    for v in n.values:
-                        if v.number is None:
-                            raise InputError(f"filter: {name!r} is numeric; {v.to_text()} is not a number")
-                        wanted.append(v.number)
-                    arr = np.array(wanted)
-                    neg = n.negate
-                    return lambda sel: np.isin(vals[sel], arr) ^ neg
-                x = n.value.number
-                if x is None:
-                    raise InputError(f"filter: {name!r} is numeric; {n.value.to_text()} is not a number")
-                op = {"=": np.equal, "!=": np.not_equal, "<": np.less, "<=": np.less_equal, ">": np.greater,
-                      ">=": np.greater_equal}[n.op]
-                return lambda sel: op(vals[sel], x)
-            known = ", ".join(list(data.variables) + list(data.values))
-            raise InputError(f"filter: unknown variable {name!r}; known: {known}")
-        if isinstance(n, _filter.Not):
-            inner = build(n.part)
-            return lambda sel: ~inner(sel)
-        parts = [build(p) for p in n.parts]
-        if isinstance(n, _filter.And):
-            def both(sel: Any) -> np.ndarray:
-                out = parts[0](sel)
-                for p in parts[1:]:
-                    out = out & p(sel)
+                    rest.append(p)
+            if not rest and len(luts) == 1:
+                (name, lut), = luts.items()
+                return _Lut(name, lut)
+            fns = [function(_Lut(n, lut)) for n, lut in luts.items()] + rest
+
+            def mask(sel: Any) -> np.ndarray:
+                out = fns[0](sel)
+                for f in fns[1:]:
+                    out = op(out, f(sel))
                 return out
-            return both
+            return mask
+        return run
 
-        def either(sel: Any) -> np.ndarray:
-            out = parts[0](sel)
-            for p in parts[1:]:
-                out = out | p(sel)
-            return out
-        return either
-
-    return build(node)
+    return function(_filter.fold(node, leaf, combine(True), combine(False)))
 
 
 def resolve(query: Query, data: Prepared, limits: Any) -> Resolved:

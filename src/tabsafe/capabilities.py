@@ -87,10 +87,13 @@ class Reading:
             are never zero); None when the method hides no cell.
         base: published values are multiples of this base and a published ``r`` lies in
             ``[r-b+1, r+b-1]`` (rounding); None otherwise.
+        excluded: published values ``1..excluded`` never occur (the cell key method's ``js``):
+            a later step that changes values (additivity) keeps them out (issue #31).
     """
 
     hidden_min: float | None = None
     base: int | None = None
+    excluded: int = 0
 
 
 def chain_capabilities(steps: Any) -> Capabilities:

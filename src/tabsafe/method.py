@@ -245,6 +245,12 @@ class Method:
         publish multiples of a base say so."""
         return Reading()
 
+    def follow(self, previous: Method) -> Method:
+        """This method as a later step of a chain after ``previous`` (default: unchanged). A step
+        that must keep a promise of the step before it takes it from ``previous.reading()`` here:
+        additivity after the cell key method keeps values ``1..js`` out (issue #31)."""
+        return self
+
     def memory_estimate(self, table: Table) -> int:
         """Bytes the method needs on ``table`` by its memory model (checked against the job's
         budget before it starts; :mod:`tabsafe.memory`). The default fits methods that keep a few

@@ -45,6 +45,8 @@ class Chain:
         if "table" in kinds and "microdata" in kinds[kinds.index("table"):]:
             raise InputError("microdata methods come before table methods in a chain "
                              f"({' then '.join(m.name for m in methods)})")
+        # a later step takes over the promises it must keep from the step before it (Method.follow)
+        methods = tuple(m if i == 0 else m.follow(methods[i - 1]) for i, m in enumerate(methods))
         object.__setattr__(self, "methods", methods)
 
     @property

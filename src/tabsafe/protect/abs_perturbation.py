@@ -51,7 +51,9 @@ from tabsafe.params import Bool, Int, Real, Text, parameter
 from tabsafe.protect._margins import totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
+    from tabsafe.release.cells import ReleaseCells
 
 __all__ = ["AbsPerturbation", "abs_deviations", "abs_deviations_from_keys", "abs_deviations_from_uniforms", "key_uniforms"]
 
@@ -193,13 +195,14 @@ class AbsPerturbation(TableMethod):
     key_digits: int = parameter(DEFAULT_KEY_DIGITS, check=Int(min=1, max=15))
 
     #: margins are sums of the perturbed inner cells
-    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True)
+    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True, joint=True)
 
     def capabilities(self) -> Capabilities:
         """The seed matters only to the independent form; the consistent one draws each inner
         cell from its cell key. Not consistent across tables even then: a margin is the sum of
         the table's perturbed inner cells, so the same margin differs between tables with other
-        inner cells (issue #31)."""
+        inner cells (issue #31). A release protects its tables together (:meth:`protect_release`):
+        the finest cells drawn once, margins included, the same value in every table."""
         return replace(super().capabilities(), random=not self.consistent)
 
     @property
@@ -231,6 +234,14 @@ class AbsPerturbation(TableMethod):
             j = np.arange(k + 1)
             dist[n + 3 * j - k] += k_pmf[k] * _binomial_pmf(int(k), 1.0 / 3.0)
         return {int(i): float(dist[i]) for i in np.flatnonzero(dist > 0)}
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Protect the tables of a release together (issue #31): the finest cells of the release
+        perturbed once, every table's cells their sums (:mod:`tabsafe.release.finest`): a shared
+        cell has one value in every table, and every table is additive."""
+        from tabsafe.release.finest import protect_finest
+
+        return protect_finest(self, cells, seed=seed)
 
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Perturb the non-zero inner cells, then every aggregate as their sum."""

@@ -48,16 +48,18 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
-from tabsafe.capabilities import Capabilities
+from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Int, Optional, Real, parameter
 from tabsafe.protect._margins import MarginList, ancestors, rollup, totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Dimension, Table
+    from tabsafe.release.cells import ReleaseCells
 
-__all__ = ["FIXED_WEIGHT", "Additivity", "AdditivityResult", "restore_additivity"]
+__all__ = ["FIXED_WEIGHT", "Additivity", "AdditivityResult", "restore_additivity", "restore_release"]
 
 #: The cost of moving a kept cell by one, against 1 for any other cell: kept cells move only when
 #: that saves more than this much distance elsewhere, which in practice means when they cannot be
@@ -140,6 +142,8 @@ class _Program:
             none for inner cells).
         constant: the weighted distance of stored cells no free inner cell lies under (they
             become 0 whatever the program does).
+        floor: the least value of each free inner cell: 0, or ``js + 1`` when values ``1..js``
+            are excluded (then every margin, a sum of such cells, is 0 or above ``js`` too).
     """
 
     dimensions: tuple[Any, ...]
@@ -150,10 +154,11 @@ class _Program:
     def_ptr: np.ndarray
     def_child: np.ndarray
     constant: float
+    floor: np.ndarray
 
     @classmethod
     def build(cls, table: Table, free_ids: np.ndarray, fixed: Sequence[Sequence[str]], fixed_margins: bool,
-              z_table: np.ndarray) -> _Program:
+              z_table: np.ndarray, js: int = 0) -> _Program:
         dims = tuple(table.dimensions)
         ids, _ = rollup(dims, free_ids, np.ones(free_ids.size, dtype=np.int64))
         rows = table.rows_of(ids)
@@ -203,8 +208,9 @@ class _Program:
         order = np.argsort(rows_all, kind="stable")
         def_child = child_all[order]
         def_ptr = np.concatenate([[0], np.cumsum(np.bincount(rows_all, minlength=ids.size))]).astype(np.int64)
+        floor = np.where(inner, js + 1 if js else 0, 0).astype(np.int64)
         return cls(dimensions=dims, ids=ids, z=z, w=w, inner=inner, def_ptr=def_ptr, def_child=def_child,
-                   constant=constant)
+                   constant=constant, floor=floor)
 
     def values(self, inner_values: np.ndarray) -> np.ndarray:
         """Every covered cell's value from the free inner cells' values (in ``ids`` order)."""
@@ -246,8 +252,9 @@ class _Program:
         z = self.z[cols]
         w = self.w[cols]
         is_inner = np.arange(n + m) < n
-        lower = np.concatenate([np.where(is_inner, np.maximum(-z, 0), 0), np.zeros(n + m)])
-        upper = np.concatenate([np.full(n + m, INF), np.where(is_inner, np.maximum(z, 0), INF)])
+        f = self.floor[cols]  # an inner cell ends at f or above: up by at least f − z, down by at most z − f
+        lower = np.concatenate([np.where(is_inner, np.maximum(f - z, 0), 0), np.zeros(n + m)])
+        upper = np.concatenate([np.full(n + m, INF), np.where(is_inner, np.maximum(z - f, 0), INF)])
         lp = LinearProgram(c=np.concatenate([w, w]), A=A, row_lower=rhs, row_upper=rhs,
                            col_lower=lower.astype(np.float64), col_upper=upper.astype(np.float64),
                            integer=np.concatenate([is_inner, is_inner]))
@@ -339,6 +346,7 @@ def restore_additivity(
     part_cells: int = 300,
     direct_cells: int = 1_000,
     max_sweeps: int | None = None,
+    js: int = 0,
 ) -> AdditivityResult:
     """The nearest additive integer table to ``table`` (module docstring; 004 §3.3, METHODS.md §7).
 
@@ -353,6 +361,9 @@ def restore_additivity(
         max_sweeps: the most sweeps of the cell-by-cell descent and of the parts (None: until a
             sweep gains nothing). A work budget: the same table and budget give the same result on
             any machine, the time limit then being only an outer guard that says when it fired.
+        js: values ``1..js`` are never published (the cell key method's promise, issue #31): an
+            inner cell given above 0 ends at ``js + 1`` or more (so every margin is 0 or above
+            ``js`` too); needs ``keep_zeros``.
 
     >>> import pandas as pd, tabsafe as ts
     >>> cells = pd.DataFrame({"a": ["x", "x", "y", "y"], "b": ["u", "v", "u", "v"], "n": [3, 4, 2, 5]})
@@ -364,20 +375,23 @@ def restore_additivity(
     """
     started = time.monotonic()
     deadline = started + float(time_limit)
+    if js and not keep_zeros:
+        raise InputError(f"{param('js')} keeps values 1..js out by keeping inner cells at 0 or above js: it needs "
+                         f"{param('keep_zeros')}")
     if not keep_zeros:
         table = table.densify()
     z_table = _whole_counts(table)
     inner = table.leaf_mask
     free_rows = np.flatnonzero(inner & (z_table != 0) if keep_zeros else inner)
-    prog = _Program.build(table, table.ids[free_rows], fixed, fixed_margins, z_table)
-    a = prog.z[prog.inner]
+    prog = _Program.build(table, table.ids[free_rows], fixed, fixed_margins, z_table, js=js)
+    a = np.maximum(prog.z[prog.inner], prog.floor[prog.inner])
     values = prog.values(a)
     notes: list[str] = []
     programs, sweeps = 0, 0
     lower: float | None = None
     bound_kind: str | None = None
     status = "feasible"
-    if np.array_equal(values, prog.z) and prog.constant == 0:
+    if np.array_equal(values, prog.z) and prog.constant == 0 and np.array_equal(a, prog.z[prog.inner]):
         status, lower, bound_kind = "unchanged", 0.0, "lp"
         notes.append("the table was additive already")
     else:
@@ -444,6 +458,96 @@ def restore_additivity(
     return AdditivityResult(cells=cells, values=released, distance=distance, objective=prog.objective(prog.values(a)),
                             lower_bound=lower, bound_kind=bound_kind, status=status, programs=programs, sweeps=sweeps,
                             seconds=time.monotonic() - started, notes=tuple(notes))
+
+
+def restore_release(
+    relations: sp.csr_matrix,
+    z: np.ndarray,
+    leaf: np.ndarray,
+    *,
+    weights: np.ndarray | None = None,
+    js: int = 0,
+    time_limit: float = 60.0,
+) -> AdditivityResult:
+    """The nearest integer values of a release's cells that satisfy every table's relations at
+    once (issue #31): one program over the union of the tables' cells (a shared cell one
+    unknown), so every table is additive and a shared cell has one value.
+
+        minimise  Σ w·|a − z|  over integer a ≥ 0,  subject to  relations·a = 0,
+                  every inner cell (``leaf``) 0 or above ``js`` (given above 0: above ``js``)
+
+    Every cell of a table is an inner cell or a sum of inner cells of that table, so no value in
+    ``1..js`` is published when no inner cell has one. Unlike one table, a cell published 0 may
+    have to move: two tables split the same records differently (a person alone in a cell of one
+    table and beside another in the other), and the cell key method may publish the one 0 and the
+    other 3; such a cell then goes to ``js + 1`` or more (a binary column per such cell). The LP
+    relaxation is solved first: its optimum (rounded up) bounds the distance.
+
+    Args:
+        relations: the release's relations (:attr:`~tabsafe.release.cells.ReleaseCells.relations`).
+        z: the values given, one per release cell (whole numbers).
+        leaf: the release cells that are inner cells of some table.
+        weights: per cell, the cost of a unit move (default 1).
+        js: values ``1..js`` are excluded.
+        time_limit: seconds for the integer program (an outer guard: the result says when it fired).
+    """
+    from tabsafe.solver import INF, LinearProgram, solve
+
+    started = time.monotonic()
+    z = np.asarray(z, dtype=np.int64)
+    n = z.size
+    w = np.ones(n) if weights is None else np.asarray(weights, dtype=np.float64)
+    A = sp.csr_matrix(relations, dtype=np.float64)
+    if n == 0 or (A.shape[0] == 0 or not np.any(A @ z)) and not (js and np.any(leaf & (z >= 1) & (z <= js))):
+        return AdditivityResult(cells=None, values=z.copy(), distance=0, objective=0.0, lower_bound=0.0,
+                                bound_kind="lp", status="unchanged", programs=0, sweeps=0,
+                                seconds=time.monotonic() - started, notes=("the release was additive already",))
+    f = js + 1 if js else 0
+    floor = np.where(leaf & (z > 0), f, 0)
+    zero = np.flatnonzero(leaf & (z == 0)) if js else np.zeros(0, dtype=np.int64)
+    k = zero.size
+    big = float(2 * max(int(z.max(initial=0)), 1) + f)  # no cell of an additive release exceeds twice the largest
+    # columns: up moves P (n), down moves Q (n), then a binary per zero inner cell (it leaves 0 or not)
+    blocks = [sp.hstack([A, -A, sp.csr_matrix((A.shape[0], k))])]
+    row_lo, row_hi = [-(A @ z)], [-(A @ z)]
+    if k:
+        pick = sp.csr_matrix((np.ones(k), (np.arange(k), zero)), shape=(k, n))
+        for coef, lo, hi in ((-big, -INF, 0.0), (-float(f), 0.0, INF)):  # P ≤ big·B and P ≥ f·B
+            blocks.append(sp.hstack([pick, sp.csr_matrix((k, n)), sp.diags(np.full(k, coef))]))
+            row_lo.append(np.full(k, lo))
+            row_hi.append(np.full(k, hi))
+    lp = LinearProgram(
+        c=np.concatenate([w, w, np.zeros(k)]), A=sp.csc_matrix(sp.vstack(blocks)),
+        row_lower=np.concatenate(row_lo), row_upper=np.concatenate(row_hi),
+        col_lower=np.concatenate([np.maximum(floor - z, 0), np.zeros(n + k)]).astype(np.float64),
+        col_upper=np.concatenate([np.full(n, INF), np.maximum(z - floor, 0), np.ones(k)]).astype(np.float64),
+        integer=np.ones(2 * n + k, dtype=bool),
+    )
+    relaxed = solve(lp, relax=True, time_limit=max(1.0, time_limit / 2))
+    lower = float(math.ceil(relaxed.objective - 1e-6)) if relaxed.status == "optimal" else None
+    sol = solve(lp, time_limit=max(1.0, time_limit - (time.monotonic() - started)))
+    if sol.x is None:
+        raise MethodError(f"no additive release was found ({sol.status}, in {time_limit:g} s)", reason=Reason.NOT_FOUND,
+                          suggestions=(Suggestion(f"raise {param('time_limit')}"),))
+    a = z + np.rint(sol.x[:n]).astype(np.int64) - np.rint(sol.x[n:2 * n]).astype(np.int64)
+    if np.any(a < 0) or np.any(leaf & (a >= 1) & (a <= js)) or np.any(np.abs(A @ a) > 0.5):
+        # the solver's tolerances let a value slip: never publish it
+        raise MethodError("the solver's values do not make every table additive", reason=Reason.NOT_FOUND)
+    objective = float(w @ np.abs(a - z))
+    notes = []
+    status = "optimal" if sol.status == "optimal" or (lower is not None and objective <= lower + 0.5) else "feasible"
+    if status != "optimal" and sol.limit == "time":
+        status = "time limit"
+        notes.append(f"stopped by its time limit ({time_limit:g} s) before proving this the nearest release")
+    filled = int(np.count_nonzero(a[zero] > 0)) if k else int(np.count_nonzero(leaf & (z == 0) & (a > 0)))
+    if filled:
+        notes.append(f"{filled:,} inner cell(s) published 0 had to move for the tables to agree")
+    kind = "lp" if lower is not None else None
+    if sol.bound is not None and (lower is None or math.ceil(sol.bound - 1e-6) > lower):
+        lower, kind = float(math.ceil(sol.bound - 1e-6)), "mip"
+    return AdditivityResult(cells=None, values=a, distance=int(np.abs(a - z).sum()), objective=objective,
+                            lower_bound=lower, bound_kind=kind, status=status,
+                            programs=2, sweeps=0, seconds=time.monotonic() - started, notes=tuple(notes))
 
 
 def _improve(prog: _Program, values: np.ndarray, parts: list[np.ndarray], deadline: float,
@@ -514,7 +618,7 @@ def _descend(prog: _Program, values: np.ndarray, deadline: float, max_sweeps: in
             half = cum[-1] / 2.0
             lo = t_sorted[np.searchsorted(cum, half)]  # the weighted medians form [lo, hi]
             hi = t_sorted[min(np.searchsorted(cum, half, side="right"), t_sorted.size - 1)]
-            new = max(int(min(max(a, lo), hi)), 0)
+            new = max(int(min(max(a, lo), hi)), int(prog.floor[cell]))
             if new != a:
                 values[cell] = new
                 values[ms] += new - a
@@ -543,7 +647,7 @@ def _relaxation(prog: _Program, values: np.ndarray, *,
     n, m = free.size, prog.ids.size - free.size
     x = sol.x
     exact = prog.z[free] + x[:n] - x[n + m:2 * n + m]
-    inner = np.maximum(np.rint(exact), 0).astype(np.int64)
+    inner = np.maximum(np.rint(exact), prog.floor[free]).astype(np.int64)
     fractional = free[np.abs(exact - np.rint(exact)) > 1e-6]
     return float(math.ceil(sol.objective - 1e-6)) + prog.constant, inner, fractional
 
@@ -581,17 +685,73 @@ class Additivity(TableMethod):
         part_cells: the most inner cells of one part of a large program (over 1,000 free inner
             cells: it starts from its LP relaxation rounded, then parts of it are solved exactly with
             the rest of the table fixed, sweep after sweep).
+        js: values 1..js are never published: an inner cell given above 0 stays above js (the
+            cell key method's promise); by default the previous step's (js of ckm in ckm,additivity),
+            else 0.
     """
 
     name: ClassVar[str] = "additivity"
-    #: restores additivity; an additive table comes back as it was
-    declared: ClassVar[Capabilities] = Capabilities(additive=True, publishes_unchanged=True)
+    #: restores additivity; an additive table comes back as it was; a release in one program
+    declared: ClassVar[Capabilities] = Capabilities(additive=True, publishes_unchanged=True, joint=True)
 
     fixed: tuple[tuple[str, ...], ...] | None = parameter(None, check=Optional(MarginList()))
     fixed_margins: bool = parameter(False, check=Bool())
     keep_zeros: bool = parameter(True, check=Bool())
     time_limit: float = parameter(60.0, check=Real(min=0, min_open=True))
     part_cells: int = parameter(300, check=Int(min=10))
+    js: int | None = parameter(None, check=Optional(Int(min=0, max=100)))
+
+    def validate(self) -> None:
+        if self.js and not self.keep_zeros:
+            raise InputError(f"{param('js')} keeps values 1..js out by keeping inner cells at 0 or above js: it needs "
+                             f"{param('keep_zeros')}")
+
+    def follow(self, previous: Any) -> Additivity:
+        """After a step that never publishes ``1..js`` (the cell key method), keep them out too
+        (issue #31), unless ``js`` was given."""
+        from dataclasses import replace
+
+        excluded = previous.reading().excluded
+        return replace(self, js=excluded) if self.js is None and excluded else self
+
+    def reading(self) -> Reading:
+        return Reading(excluded=self.js or 0)
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Restore additivity over a whole release in one program (:func:`restore_release`):
+        every table additive, a shared cell one value, values ``1..js`` kept out, the distance
+        beside its LP bound. The release given must agree on its shared cells (the cell key
+        method's does)."""
+        from tabsafe.model.result import Report
+        from tabsafe.release.finest import protections_of
+
+        z = cells.combine("count")
+        if np.isnan(z).any() or not np.all(z == np.round(z)):
+            raise InputError("additivity restores releases of whole numbers in every cell")
+        leaf = cells.leaf
+        kept = np.zeros(cells.n_cells, dtype=bool)
+        for t, rows in zip(cells.tables, cells.cells):
+            if self.fixed:
+                kept[rows[_in_margins(t.dimensions, t.ids, self.fixed, "fixed")]] = True
+        if self.fixed_margins:
+            kept |= ~leaf  # every cell that is no table's inner cell
+        res = restore_release(cells.relations, z.astype(np.int64), leaf, js=self.js or 0,
+                              weights=np.where(kept, FIXED_WEIGHT, 1.0), time_limit=self.time_limit)
+        moved = res.values != z
+        figures: dict[str, Any] = {
+            "tables": len(cells.tables), "cells": cells.n_cells, "shared_cells": int((cells.shared() > 1).sum()),
+            "cells_changed": int(moved.sum()), "max_abs_change": int(np.abs(res.values - z).max(initial=0)),
+            "distance": res.distance, "objective": round(res.objective, 1), "lower_bound": res.lower_bound,
+            "bound": res.bound_kind, "gap": None if res.gap is None else round(res.gap, 4), "status": res.status,
+            "seconds": round(res.seconds, 2),
+        }
+        if kept.any():
+            figures["fixed_cells"] = int(kept.sum())
+            figures["fixed_cells_not_kept"] = int((kept & moved).sum())
+        notes = (*res.notes, "one program over every table of the release: every table is additive and a cell the "
+                             "tables share has one value" + (f"; no value in 1..{self.js}" if self.js else ""))
+        report = Report(method=self.name, params=self.params(), figures=figures, notes=notes)
+        return protections_of(cells, res.values, report), report
 
     @classmethod
     def examples(cls) -> Examples:
@@ -610,7 +770,8 @@ class Additivity(TableMethod):
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Solve the program; publish the additive table; report distances and kept cells."""
         res = restore_additivity(table, fixed=self.fixed or (), fixed_margins=self.fixed_margins,
-                                 keep_zeros=self.keep_zeros, time_limit=self.time_limit, part_cells=self.part_cells)
+                                 keep_zeros=self.keep_zeros, time_limit=self.time_limit, part_cells=self.part_cells,
+                                 js=self.js or 0)
         cells, values = res.cells, res.values
         before = cells.counts
         moved = values != before

@@ -9,6 +9,10 @@ So only the non-zero inner cells of the table are drawn (a sparse table's implie
 zero), every margin and subtotal is the sum of the perturbed inner cells under it (the table is
 additive), and the number of cells changed goes to the private figures, never to the published
 report.
+
+A release (:meth:`Barnardisation.protect_release`) barnardises the finest cells of its tables
+once and adds them up for every table (:mod:`tabsafe.release.finest`): the totals of different
+tables then agree, which the handbook's table-by-table form does not give.
 """
 
 from __future__ import annotations
@@ -24,7 +28,9 @@ from tabsafe.params import Real, parameter
 from tabsafe.protect._margins import totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
+    from tabsafe.release.cells import ReleaseCells
 
 __all__ = ["Barnardisation", "barnardise"]
 
@@ -60,7 +66,7 @@ class Barnardisation(TableMethod):
 
     name: ClassVar[str] = "barnardisation"
     #: margins are sums of the perturbed inner cells
-    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True)
+    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True, joint=True)
 
     p: float = parameter(check=Real(min=0, max=1))
 
@@ -79,6 +85,14 @@ class Barnardisation(TableMethod):
         if p < 1.0:
             dist[n] = 1.0 - p
         return dist
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Protect the tables of a release together (issue #31): the finest cells of the release
+        perturbed once, every table's cells their sums (:mod:`tabsafe.release.finest`): a shared
+        cell has one value in every table, and every table is additive."""
+        from tabsafe.release.finest import protect_finest
+
+        return protect_finest(self, cells, seed=seed)
 
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Perturb the non-zero inner cells, then every aggregate as their sum."""

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from tabsafe.capabilities import Capabilities
+from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.spec import DEFAULT_KEY_DIGITS, KeySpec
@@ -151,6 +151,11 @@ class CellKeyMethod(TableMethod):
 
     def capabilities(self) -> Capabilities:
         return replace(super().capabilities(), magnitudes=self.magnitude is not None)
+
+    def reading(self) -> Reading:
+        """A generated p-table with ``js`` never publishes ``1..js`` (000 §5.4): a later step
+        (additivity) must keep them out too."""
+        return Reading(excluded=int(self.js) if self.ptable is None else 0)
 
     def needs(self) -> Needs:
         sums = (self.magnitude,) if self.magnitude else ()

@@ -27,6 +27,13 @@ Modes (seed 000 §5.5; 001 §5, §8; 002 §3.2.1; 004 §3.2; METHODS.md §4), wi
     ``z/b`` and to 0 otherwise; other inner cells stay; margins are sums of the adjusted cells
     (additive).
 
+Releases (:meth:`Rounding.protect_release`, issue #31): random rounding rounds each cell of the
+release once (a shared cell one draw, one value in every table); small cell adjustment adjusts the
+finest cells of the release once and adds them up for every table (:mod:`tabsafe.release.finest`).
+Conventional and consistent rounding give a cell the same value in every table by construction;
+semi-controlled rounding's controlled totals are sums of one table's inner cells, which another
+table's inner cells cannot also add up to: it protects one table, not a release.
+
 Sparse tables: conventional, random and consistent rounding leave a zero at zero, so they round
 the stored cells only. Semi-controlled rounding, small cell adjustment and existence intervals
 (a zero's interval is ``[0, b−1]``, not the implied ``[0, 0]``) work on the whole grid.
@@ -47,7 +54,9 @@ from tabsafe.model.spec import KeySpec
 from tabsafe.params import Bool, Choice, Int, Optional, Text, parameter
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
+    from tabsafe.release.cells import ReleaseCells
 
 __all__ = [
     "Mode",
@@ -175,7 +184,7 @@ class Rounding(TableMethod):
     """
 
     name: ClassVar[str] = "round"
-    declared: ClassVar[Capabilities] = Capabilities(random=True)
+    declared: ClassVar[Capabilities] = Capabilities(joint=True, random=True)
 
     mode: Mode = parameter(Mode.RANDOM, check=ModeChoice(Mode))
     base: int = parameter(3, check=Int(min=1))
@@ -205,7 +214,35 @@ class Rounding(TableMethod):
             additive=mode is Mode.SMALL_CELL,
             publishes_unchanged=mode is Mode.SMALL_CELL,
             needs_grid=mode in (Mode.SEMI_CONTROLLED, Mode.SMALL_CELL) or self.intervals,
+            joint=mode in (Mode.RANDOM, Mode.SMALL_CELL),
         )
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Round the tables of a release together (module docstring): random rounding draws once
+        per release cell; small cell adjustment works on the finest cells of the release."""
+        from tabsafe.method import check_seed, draw_seed
+        from tabsafe.model.result import Report
+        from tabsafe.release.finest import protect_finest, protections_of
+
+        if self.mode is Mode.SMALL_CELL:
+            return protect_finest(self, cells, seed=seed)
+        if self.mode is not Mode.RANDOM:
+            raise InputError(f"{param('mode')} {self.mode.value} does not protect a release as one problem")
+        used = check_seed(seed)
+        used = draw_seed() if used is None else used
+        z = np.asarray(cells.combine("count"), dtype=np.int64)
+        values = random_round(z, int(self.base), np.random.default_rng(used).random(z.size))
+        figures = {"cells": cells.n_cells, "tables": len(cells.tables), "shared_cells": int((cells.shared() > 1).sum())}
+        report = Report(method=self.name, params=self.params(), seed=used, figures=figures,
+                        private={"cells_changed": int(np.count_nonzero(values != z))},
+                        notes=("each cell of the release rounded once: a cell the tables share has one value; margins "
+                               "rounded separately from the inner cells: the tables are not additive",))
+        extra = {}
+        if self.intervals:
+            from tabsafe.protect.controlled_rounding.steps import existence_intervals
+
+            extra["lower"], extra["upper"] = existence_intervals(values, base=int(self.base), steps=0)
+        return protections_of(cells, values, report, extra), report
 
     def reading(self) -> Reading:
         """Every mode but small-cell publishes multiples of the base."""

@@ -59,7 +59,9 @@ from tabsafe.params import Bool, Choice, Int, Optional, Real, Text, parameter
 from tabsafe.protect._margins import MarginList, rollup, totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
+    from tabsafe.release.cells import ReleaseCells
 
 __all__ = ["Stochastic", "base_matrix", "cox_round", "invariant_matrix", "read_matrix"]
 
@@ -244,7 +246,7 @@ class Stochastic(TableMethod):
     """
 
     name: ClassVar[str] = "stochastic"
-    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True)
+    declared: ClassVar[Capabilities] = Capabilities(random=True, additive=True, joint=True)
 
     cap: int = parameter(10, check=Int(min=1, max=100))
     above: str = parameter("keep", check=Choice(("keep", "last-row")))
@@ -308,6 +310,14 @@ class Stochastic(TableMethod):
                     f"use {param('invariant')} two-stage")
             return self.base
         return invariant_matrix(self.base, t)
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Protect the tables of a release together (issue #31): the finest cells of the release
+        perturbed once, every table's cells their sums (:mod:`tabsafe.release.finest`): a shared
+        cell has one value in every table, and every table is additive."""
+        from tabsafe.release.finest import protect_finest
+
+        return protect_finest(self, cells, seed=seed)
 
     def apply(self, table: Table, seed: int | None) -> Outcome:
         """Move inner cell values by the invariant matrix, selecting cells without replacement;

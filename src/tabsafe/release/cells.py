@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -163,6 +164,11 @@ class ReleaseCells:
         relations: sparse ``A`` over the release cells, one row per distinct relation (+1 the
             aggregate, −1 each child).
         concepts: the concepts the cells are boxes of.
+        boxes: per table, the set each concept is restricted to by the table's filter (concept
+            name → set id; empty without a filter).
+        opaque: per table, the text of a filter that is not a box ("" otherwise).
+        finest: the cross-classification of every variable of the release, or a function that
+            tabulates it when first asked (:mod:`tabsafe.release.finest`); None when not given.
     """
 
     names: tuple[str, ...]
@@ -171,6 +177,9 @@ class ReleaseCells:
     n_cells: int
     relations: sp.csr_matrix
     concepts: tuple[Concept, ...]
+    boxes: tuple[dict[str, int], ...] = ()
+    opaque: tuple[str, ...] = ()
+    finest: Any = None
 
     @classmethod
     def build(cls, tables: Sequence[Table], *, names: Sequence[str] | None = None,
@@ -201,8 +210,11 @@ class ReleaseCells:
         order = sorted(concepts)
         opaque: dict[str, int] = {"": 0}
         keys = []
+        boxes, texts = [], []
         for t, where in zip(dense, wheres):
             box, text = _restriction(where, by_variable)
+            boxes.append(box)
+            texts.append(text)
             cols = {c: np.zeros(t.n_cells, dtype=np.int64) for c in order}
             for axis, d in enumerate(t.dimensions):
                 concept = by_variable[d.variable]
@@ -222,7 +234,8 @@ class ReleaseCells:
         n_cells = int(inverse.max()) + 1 if inverse.size else 0
         offsets = np.cumsum([0] + [t.n_cells for t in dense])
         cells = tuple(inverse[offsets[i]:offsets[i + 1]] for i in range(len(dense)))
-        return cls(names, dense, cells, n_cells, _relations(dense, cells, n_cells), tuple(concepts[c] for c in order))
+        return cls(names, dense, cells, n_cells, _relations(dense, cells, n_cells), tuple(concepts[c] for c in order),
+                   tuple(boxes), tuple(texts))
 
     # ------------------------------------------------------------------ per cell
     def combine(self, column: str = "count") -> np.ndarray:

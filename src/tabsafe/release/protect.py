@@ -17,7 +17,8 @@ in which a primary cell is narrower than its protection is refused, not written.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
@@ -34,7 +35,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.microdata import InnerCells, Microdata
     from tabsafe.risk.release_audit import ReleaseAudit
 
-__all__ = ["HidingMethod", "JointMethod", "ReleaseProtection", "protect_release", "tabulate_release"]
+__all__ = ["HidingMethod", "JointMethod", "ReleaseProtection", "protect_release", "protect_release_chain",
+           "tabulate_release"]
 
 
 @runtime_checkable
@@ -105,6 +107,7 @@ def protect_release(
     wheres: Sequence[Any] | None = None,
     same_codes: Sequence[Sequence[str]] = (),
     seed: int | None = None,
+    finest: Table | Callable[[], Table] | None = None,
 ) -> ReleaseProtection:
     """Protect the tables of a release together (module docstring).
 
@@ -115,12 +118,18 @@ def protect_release(
         wheres: each table's filter (tabsafe's filter language), or None.
         same_codes: groups of variables whose codes name the same populations.
         seed: the seed of a random method (drawn and recorded when not given).
+        finest: the cross-classification of every variable of the release (inner cells; cell
+            keys when the method needs them), or a function tabulating it: what a method of the
+            cell perturbation family perturbs when no table holds the finest cells
+            (:mod:`tabsafe.release.finest`). Asked for only when needed.
     """
     from tabsafe.model.filter import coerce
 
     names = tuple(names) if names is not None else tuple(f"table {i + 1}" for i in range(len(tables)))
     wheres = tuple(coerce(w) for w in wheres) if wheres is not None else (None,) * len(tables)
     cells = ReleaseCells.build(tables, names=names, wheres=wheres, same_codes=same_codes)
+    if finest is not None:
+        cells = dataclasses.replace(cells, finest=finest)
     caps = method.capabilities()
     if not (caps.joint or caps.consistent):
         other = (f"; {method.name!r} is joint with other parameters" if type(method).declared.joint
@@ -134,6 +143,7 @@ def protect_release(
         if not isinstance(method, JointMethod):
             raise TypeError(f"method {method.name!r} declares 'joint' but has no protect_release()")
         protections, report = method.protect_release(cells, seed=seed)
+        _check_consistent(cells, protections, method)
         audit = _audit(cells, protections, method) if caps.hides else None
         return ReleaseProtection(names, protections, report, cells, audit)
     from tabsafe.method import check_seed, draw_seed
@@ -195,3 +205,134 @@ def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) 
             f"{e.name} in [{e.lower:g}, {e.upper:g}]; nothing was written", reason=Reason.INFEASIBLE,
         )
     return audit
+
+
+def protect_release_chain(
+    spec: ReleaseSpec,
+    data: Microdata | InnerCells,
+    methods: Sequence[Any],
+    *,
+    engine: Any = None,
+    seed: int | None = None,
+) -> ReleaseProtection:
+    """Protect the tables of a release with a chain of methods (issue #31): microdata methods
+    first, then table methods, as :class:`tabsafe.pipeline.Chain` does for one table.
+
+    * Microdata methods (swapping, PRAM, perturbation weights) perturb the records once; every
+      table is tabulated from the same perturbed records, so a shared cell has one value and
+      every table is additive (weights: weighted counts). The evaluation keeps the counts of the
+      records before perturbation as ``original``.
+    * The first table method protects the release (:func:`protect_release`, with the finest
+      cells of the perturbed records at hand when it asks for them); each later one protects the
+      previous step's release as a release (``ckm,additivity``: additivity restored over all the
+      tables in one program, keeping the cell key method's promises).
+    """
+    from tabsafe.method import MicrodataMethod, check_seed, draw_seed
+    from tabsafe.pipeline import Chain, _compose, _next_input, step_seeds
+
+    chain = Chain(tuple(methods))
+    seed = check_seed(seed)
+    if chain.random and seed is None:
+        seed = draw_seed()
+    seeds = step_seeds(seed, len(chain.methods))
+    needs = chain.needs()
+    engine = _engine(engine if engine is not None else spec.engine)
+    names, wheres = spec.names, [t.where for t in spec.tables]
+    reports: list[Report] = []
+    records = data
+    for m, s in zip(chain.methods, seeds):
+        if isinstance(m, MicrodataMethod):
+            if not isinstance(records, _microdata_type()):
+                raise InputError(f"method {m.name!r} needs microdata, not inner cells")
+            out = m.perturb(records, seed=s)
+            records = out.microdata
+            reports.append(out.report)
+    tables = tabulate_release(spec, records, engine=engine, key=needs.key, sums=needs.sums)
+    finest = (lambda: _tabulate_finest(spec, tables, names, wheres, records, engine, needs))
+    steps = chain.table_steps
+    if not steps:
+        result = _records_release(spec, data, tables, chain, reports, seed, engine)
+    else:
+        current = protect_release(tables, steps[0], names=names, wheres=wheres, same_codes=spec.same_codes,
+                                  seed=seeds[len(reports)], finest=finest)
+        first = current
+        for m, s in zip(steps[1:], seeds[len(reports) + 1:]):
+            nxt = [_next_input(p, t) for p, t in zip(current.protections, current.cells.tables)]
+            later = protect_release(nxt, m, names=names, wheres=wheres, same_codes=spec.same_codes, seed=s)
+            current = ReleaseProtection(names, tuple(_compose(a, b) for a, b in zip(first.protections,
+                                                                                   later.protections)),
+                                        later.report, first.cells, later.audit)
+        step_reports = [*reports, *([current.report] if len(steps) == 1 else [])]
+        if len(chain.methods) > 1:
+            report = Report(method=chain.name, params={"steps": [{"method": m.name, "params": m.params()}
+                                                                 for m in chain.methods]},
+                            seed=seed, figures=current.report.figures, private=current.report.private,
+                            notes=tuple(dict.fromkeys(n for r in step_reports for n in r.notes)),
+                            steps=tuple(step_reports))
+            current = dataclasses.replace(current, report=report)
+        result = current
+        if chain.microdata_steps:
+            truth = tabulate_release(spec, data, engine=engine)
+            result = dataclasses.replace(result, protections=tuple(
+                _with_original(p, t) for p, t in zip(result.protections, truth)))
+    return result
+
+
+def _engine(engine: Any) -> Any:
+    from tabsafe.registry import get_engine
+
+    return get_engine(engine or "duckdb")
+
+
+def _microdata_type() -> type:
+    from tabsafe.model.microdata import Microdata
+
+    return Microdata
+
+
+def _tabulate_finest(spec: ReleaseSpec, tables: Sequence[Table], names: Sequence[str], wheres: Sequence[Any],
+                     records: Any, engine: Any, needs: Any) -> Table:
+    """The finest cells of the release (:mod:`tabsafe.release.finest`), tabulated from the
+    records the tables were tabulated from."""
+    from tabsafe.model.spec import TableSpec
+    from tabsafe.release.finest import cover_spec
+    from tabsafe.tabulation import tabulate
+
+    cells = ReleaseCells.build(tables, names=names, wheres=wheres, same_codes=spec.same_codes)
+    by, hierarchies = cover_spec(cells)
+    return tabulate(records, TableSpec(by=by, hierarchies=hierarchies, key=needs.key), engine=engine)
+
+
+def _records_release(spec: ReleaseSpec, data: Any, tables: Sequence[Table], chain: Any, reports: Sequence[Report],
+                     seed: int | None, engine: Any) -> ReleaseProtection:
+    """A release protected by microdata methods alone: the tables of the perturbed records,
+    checked to agree on every shared cell, with the counts before perturbation as originals."""
+    from tabsafe.model.result import Release
+
+    truth = tabulate_release(spec, data, engine=engine)
+    cells = ReleaseCells.build(tables, names=spec.names, wheres=[t.where for t in spec.tables],
+                               same_codes=spec.same_codes)
+    report = reports[0] if len(reports) == 1 else Report(
+        method=chain.name, params={"steps": [{"method": m.name, "params": m.params()} for m in chain.methods]},
+        seed=seed, notes=tuple(n for r in reports for n in r.notes), steps=tuple(reports))
+    out = []
+    for t, dense in zip(truth, cells.tables):
+        published = ["count", *(c for c in dense.value_columns if c.startswith("sum_"))]
+        p = Protection(release=Release(dense.select(published)), evaluation=dense.with_values(original=dense.counts),
+                       report=report)
+        out.append(_with_original(p, t))
+    protections = tuple(out)
+    _check_consistent(cells, protections, chain)
+    return ReleaseProtection(spec.names, protections, report, cells)
+
+
+def _with_original(p: Protection, truth: Table) -> Protection:
+    """The evaluation's ``original``: the counts of the records before perturbation."""
+    ev = p.evaluation
+    if tuple(ev.dimensions) != tuple(truth.dimensions):
+        raise InputError("the perturbed records have other codes than the original records: give hierarchies or "
+                         "codelists for every variable of the release")
+    rows = truth.rows_of(ev.ids)
+    original = np.zeros(ev.n_stored, dtype=np.int64)
+    original[rows >= 0] = np.asarray(truth.counts)[rows[rows >= 0]]
+    return dataclasses.replace(p, evaluation=ev.with_values(original=original, tabulated=ev.column("original")))

@@ -37,6 +37,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 import numpy as np
+import scipy.sparse as sp
 
 from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
@@ -47,7 +48,8 @@ if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.result import Protection, Report
     from tabsafe.release.cells import Concept, ReleaseCells
 
-__all__ = ["aggregate", "cover_spec", "finest_table", "protect_finest", "protections_of"]
+__all__ = ["MAX_COVER_CELLS", "aggregate", "cover_matrix", "cover_spec", "finest_table", "protect_finest",
+           "protections_of"]
 
 
 def _atom_variable(concept: Concept, cells: ReleaseCells) -> str:
@@ -211,3 +213,53 @@ def protect_finest(method: TableMethod, cells: ReleaseCells, *,
                     private=dict(inner.report.private), notes=tuple(dict.fromkeys(notes)))
     return protections_of(cells, values, report), report
 
+
+
+#: The most finest cells :func:`cover_matrix` builds (the whole grid of the finest codes).
+MAX_COVER_CELLS = 2_000_000
+
+
+def cover_matrix(cells: ReleaseCells) -> sp.csr_matrix:
+    """Which finest cells each release cell adds up: ``M[c, j] = 1`` when finest cell ``j`` (the
+    whole grid of every concept's atoms, in C order of ``cells.concepts``) lies in release cell
+    ``c``. Any non-negative integers ``x`` on the finest cells give ``M·x``, an additive release
+    whose shared cells agree (issue #31: what additivity over a release searches)."""
+    import itertools
+
+    from tabsafe.protect._margins import ancestors
+
+    opaque = [n for n, text in zip(cells.names, cells.opaque) if text]
+    if opaque:
+        raise InputError(f"table {opaque[0]!r} has a filter that is not a box of the release's variables: its "
+                         "cells are not sums of the release's finest cells; restore it as a release of its own")
+    sizes = [len(c.atoms) for c in cells.concepts]
+    n = int(np.prod(sizes, dtype=np.int64))
+    if n > MAX_COVER_CELLS:
+        raise InputError(f"the finest cells of the release ({' × '.join(map(str, sizes))} = {n:,}) are more than "
+                         f"{MAX_COVER_CELLS:,}: restore additivity table by table")
+    atom = np.array(list(itertools.product(*(range(s) for s in sizes))), dtype=np.int64).reshape(n, len(sizes))
+    rows, cols = [], []
+    for i, t in enumerate(cells.tables):
+        box = cells.boxes[i] if cells.boxes else {}
+        keep = np.ones(n, dtype=bool)
+        ids = np.zeros(n, dtype=np.int64)
+        for k, c in enumerate(cells.concepts):
+            if c.name in box:
+                inside = np.zeros(len(c.atoms), dtype=bool)
+                inside[list(c.sets[box[c.name]])] = True
+                keep &= inside[atom[:, k]]
+        for ax, d in enumerate(t.dimensions):
+            k = next(j for j, con in enumerate(cells.concepts) if d.variable in con.variables)
+            c = cells.concepts[k]
+            leaf_pos = np.full(len(c.atoms), -1, dtype=np.int64)
+            for code in d.hierarchy.leaves:
+                leaf_pos[list(c.sets[c.code_set[code]])] = d.hierarchy.position[code]
+            ids += leaf_pos[atom[:, k]] * int(t.strides[ax])
+        src = np.flatnonzero(keep)
+        up, of = ancestors(t.dimensions, ids[src])
+        rows.append(cells.cells[i][np.concatenate([ids[src], up])])
+        cols.append(np.concatenate([src, src[of]]))
+    r, c = np.concatenate(rows), np.concatenate(cols)
+    M = sp.csr_matrix((np.ones(r.size), (r, c)), shape=(cells.n_cells, n))
+    M.data[:] = 1.0  # a cell two tables share lists each finest cell twice: once
+    return M

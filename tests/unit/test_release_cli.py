@@ -152,7 +152,8 @@ def test_release_manifest_and_modes(census24, tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("extra, message", [
     (["--method", "suppress", "--min-freq", "0"], "nothing would be protected"),
-    (["--method", "suppress,ckm"], "one method"),
+    (["--method", "ckm,weights", "--max-noise", "3", "--variance", "2"], "microdata methods come before"),
+    (["--method", "suppress,additivity", "--min-freq", "3"], "cannot be protected further"),
 ])
 def test_release_errors_write_nothing(census24, tmp_path: Path, capsys, extra, message) -> None:
     config = _config(census24, tmp_path)

@@ -5,7 +5,10 @@ every table of the release config (:mod:`tabsafe.release.spec`), protects them t
 (:func:`tabsafe.release.protect_release`: suppression over the union of their cells and
 relations, a shared cell one status, and the release audit of what is published; controlled
 rounding of the union in one program, a shared cell one value, the manifest recording each
-table's base) and writes one
+table's base; a method of the cell perturbation family from the release's finest cells, so a
+shared cell has one value and every table is additive; microdata methods on the records once for
+every table; a chain such as ``ckm,additivity`` step by step, additivity over the whole release:
+:func:`tabsafe.release.protect.protect_release_chain`) and writes one
 release file per table into ``DIR`` with a manifest, ``DIR/release.yaml``, that
 ``tabsafe audit --release`` reads. Every output is planned before any work, and nothing is
 written when the audit fails.
@@ -50,8 +53,9 @@ def add_protect_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] =
     parser.add_argument("--release", required=True, metavar="RELEASE.yaml",
                         help="the release config: data, hierarchies, the tables published together")
     parser.add_argument("data", nargs="?", metavar="DATA", help="microdata file (default: the config's 'data')")
-    parser.add_argument("--method", required=True, type=split_list, metavar="METHOD",
-                        help=f"protection method ({', '.join(method_names())}); '--method M --help' lists its options")
+    parser.add_argument("--method", required=True, type=split_list, metavar="METHOD[,METHOD]",
+                        help=f"protection method ({', '.join(method_names())}), or a chain A,B (ckm,additivity: "
+                             "additivity over the whole release); '--method M --help' lists its options")
     parser.add_argument("--seed", type=seed_int, default=None,
                         help="seed of random methods (drawn, printed and recorded when not given)")
     parser.add_argument("--engine", default=None, metavar="NAME",
@@ -99,11 +103,13 @@ def run_protect(args: argparse.Namespace) -> int:
     from tabsafe.io import Outputs, evaluation_arrow, read_meta, release_arrow
     from tabsafe.model.microdata import InnerCells, Microdata
     from tabsafe.registry import get_method
-    from tabsafe.release import ReleaseSpec, protect_release, tabulate_release
+    from tabsafe.release import ReleaseSpec
+    from tabsafe.release.protect import protect_release_chain
 
-    if len(args.method) != 1:
-        raise InputError("a release is protected with one method")
-    method = method_from_args(get_method(args.method[0]), args)
+    from tabsafe.pipeline import Chain
+
+    chain = Chain(tuple(method_from_args(get_method(name), args) for name in args.method))
+    method = chain.table_steps[-1] if chain.table_steps else chain.methods[-1]  # what the files are read as
     if args.engine is not None:  # the command line wins over the config: checked before any work
         from tabsafe.errors import param
         from tabsafe.registry import engine_name
@@ -137,18 +143,16 @@ def run_protect(args: argparse.Namespace) -> int:
                                        option="evaluation") for t in spec.tables} if eval_dir else {})
             report_kind = "evaluation" if (args.keep_original or eval_dir) else "release"
             report_path = out.plan(args.report, kind=report_kind, option="report") if args.report else None
-            needs = method.needs()
+            needs = chain.needs()
             meta = spec.meta or (data.parent / "meta.yaml" if data and (data.parent / "meta.yaml").is_file() else None)
             codelists = read_meta(meta, only=spec.variables) if meta else {}
             if data is not None:
                 source: Any = Microdata.from_file(data, codelists=codelists)
             else:
                 if needs.microdata:
-                    raise InputError(f"method {method.name!r} needs microdata, not 'table'")
+                    raise InputError(f"method {chain.name!r} needs microdata, not 'table'")
                 source = InnerCells.from_file(spec.table, count=spec.count, codelists=codelists)  # type: ignore[arg-type]
-            tables = tabulate_release(spec, source, engine=args.engine, key=needs.key, sums=needs.sums)
-            result = protect_release(tables, method, names=spec.names, wheres=[t.where for t in spec.tables],
-                                     same_codes=spec.same_codes, seed=args.seed)
+            result = protect_release_chain(spec, source, chain.methods, engine=args.engine, seed=args.seed)
             for t, p in zip(spec.tables, result.protections):
                 if args.keep_original:
                     out.write_arrow(paths[t.name], evaluation_arrow(p.table, [*p.release.columns, "original"],
@@ -166,7 +170,7 @@ def run_protect(args: argparse.Namespace) -> int:
                 spec = dataclasses.replace(spec, tables=tuple(dataclasses.replace(t, base=reading.base)
                                                               for t in spec.tables))
             doc = spec.to_mapping(base=out_dir, files={k: str(v) for k, v in paths.items()})
-            doc = {"description": f"release protected with {method.name}", **doc}
+            doc = {"description": f"release protected with {chain.name}", **doc}
             out.write_text(manifest, yaml.safe_dump(doc, sort_keys=False))
             if report_path is not None:
                 payload = result.report.to_json(evaluation=report_kind == "evaluation")
@@ -181,7 +185,7 @@ def run_protect(args: argparse.Namespace) -> int:
         raise
     report = result.report
     figures = ", ".join(f"{k} {v}" for k, v in report.figures.items() if not isinstance(v, (dict, list, tuple)))
-    say(f"{method.name}: wrote {len(spec.tables)} tables ({result.cells.n_cells:,} cells, "
+    say(f"{chain.name}: wrote {len(spec.tables)} tables ({result.cells.n_cells:,} cells, "
         f"{int((result.cells.shared() > 1).sum()):,} shared) to {out_dir}/" + (f"; {figures}" if figures else ""),
         quiet=args.quiet)
     if result.audit is not None:

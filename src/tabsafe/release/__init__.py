@@ -5,9 +5,13 @@
 * :mod:`.cells` — :class:`ReleaseCells`, the union of the tables' cells and relations (a cell
   shared by several tables is one cell; alternative hierarchies of one variable allowed);
 * :mod:`.protect` — :func:`protect_release` (jointly for methods that can, each table alone for
-  methods consistent by construction) and :func:`tabulate_release`.
+  methods consistent by construction), :func:`~.protect.protect_release_chain` (a chain: microdata
+  methods once on the records, then table methods step by step) and :func:`tabulate_release`;
+* :mod:`.finest` — the release's finest cells: what the cell perturbation family perturbs once so
+  that every table is their sum (one value per shared cell, every table additive).
 
-The audit of a release as published is :mod:`tabsafe.risk.release_audit`.
+The audit of a release as published is :mod:`tabsafe.risk.release_audit`; of a perturbed release
+(averaging, least-squares and LP intruders), :mod:`tabsafe.risk.perturbed_audit`.
 """
 
 from tabsafe.release.cells import Concept, ReleaseCells

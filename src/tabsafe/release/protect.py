@@ -1,14 +1,21 @@
 """Protecting a release: every table of it at once, with one method.
 
 A method that declares itself ``joint`` (:mod:`tabsafe.capabilities`; it then has
-``protect_release(cells, *, seed)``, a small protocol — cell suppression and controlled rounding) gets the union of the tables'
-cells and relations (:class:`~tabsafe.release.cells.ReleaseCells`): a shared cell has one status
-(suppression) or one rounded value (controlled rounding: one program over the release's cells
-with every table's relations, so every table is additive) in every table.
+``protect_release(cells, *, seed)``, a small protocol) gets the union of the tables' cells and
+relations (:class:`~tabsafe.release.cells.ReleaseCells`): a shared cell has one status
+(suppression) or one value in every table — controlled rounding: one program over the
+release's cells with every table's relations; the cell perturbation family (barnardisation, the
+ABS perturbation in both forms, stochastic perturbation, small cell adjustment): the release's
+finest cells perturbed once and added up for every table (:mod:`tabsafe.release.finest`);
+random rounding: each release cell rounded once; additivity: one search over the release
+(issue #31). A joint result is checked like a consistent one: a shared cell published
+differently is an error, and nothing is written.
 A method that declares itself ``consistent`` protects each table alone (the cell key method: the
 same records give the same key, hence the same noise, in every table); the release is still
 refused if a cell the tables share comes out different in two of them. Any other method is
 refused before any work (a random rounding would tell an intruder two draws of one cell).
+:func:`protect_release_chain` protects a release with a chain (``ckm,additivity``; a microdata
+method perturbs the records once and every table is tabulated from them).
 
 A method that ``hides`` cells (cell suppression) is then audited as published (:mod:`tabsafe.risk.release_audit`, the
 intruder's interval programs over all tables at once, on the published values only): a release

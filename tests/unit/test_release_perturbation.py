@@ -207,7 +207,15 @@ def test_protect_release_cli_chain_and_microdata_method(small_release, tmp_path:
     for argv in (["--method", "weights", "--strata", "area"],
                  ["--method", "abs-perturbation", "--x", "2", "--consistent"]):
         out = tmp_path / argv[1]
-        assert main(["protect", "--release", str(config), *argv, "--seed", "4", "--out", str(out), "--quiet"]) == 0
+        report = tmp_path / f"{argv[1]}.json"
+        assert main(["protect", "--release", str(config), *argv, "--seed", "4", "--out", str(out), "--quiet",
+                     "--evaluation", str(tmp_path / f"{argv[1]}-ev"), "--report", str(report)]) == 0
+        import json
+
+        doc = json.loads(report.read_text())
+        assert doc["figures"]["published_differently"] == 0
+        intruders = doc["private"]["intruders"]
+        assert intruders["cells"] > 0 and intruders["averaging"] <= intruders["one_table"]
         a = pd.read_csv(out / "area_age_sex.csv", dtype=str)
         b = pd.read_csv(out / "area_age_citizenship.csv", dtype=str)
         a = a[a["sex"] == "Total"].set_index(["area", "age"])["count"].astype(int).sort_index()

@@ -146,7 +146,7 @@ def noise_bound(method: Any, *, coverage: float = 0.999, up_to: int = 30) -> int
 
 def audit_perturbed(cells: ReleaseCells, published: Sequence[np.ndarray], *, method: Any = None,
                     noise: int | None = None, bounded: Sequence[np.ndarray] | None = None,
-                    targets: np.ndarray | None = None) -> PerturbedAudit:
+                    targets: np.ndarray | None = None, lp: bool = True) -> PerturbedAudit:
     """The intruders of the module docstring on the published values of a release.
 
     Args:
@@ -159,6 +159,7 @@ def audit_perturbed(cells: ReleaseCells, published: Sequence[np.ndarray], *, met
             for methods whose margins are sums of perturbed inner cells, the inner cells).
         targets: the cells the LP intruder audits (default: the shared cells whose mean copy is
             at most ``2 + noise``: the small ones; two programs per cell).
+        lp: run the LP intruder (its programs are the audit's cost).
     """
     from tabsafe.risk.release_audit import audit_release
 
@@ -174,8 +175,10 @@ def audit_perturbed(cells: ReleaseCells, published: Sequence[np.ndarray], *, met
     t, g = cells.first
     first = np.array([np.asarray(published[int(i)], dtype=np.float64)[int(j)] for i, j in zip(t, g)])
     ls = least_squares(cells, published)
-    if noise is None and method is not None:
+    if noise is None and method is not None and lp:
         noise = noise_bound(method)
+    if not lp:
+        noise = None
     lp_lo = np.full(n, np.nan)
     lp_hi = np.full(n, np.nan)
     if noise is not None:

@@ -352,7 +352,11 @@ def hierarchies(geo: list[tuple[str, str, str]]) -> dict[str, Hierarchy]:
 
 
 #: What ``synth_census`` writes in its folder (a folder holding only these may be written again).
-SYNTH_ENTRIES = ("persons.parquet", "households.parquet", "meta.yaml", "hierarchies")
+#: every path a census folder holds (OutputFolder replaces these, and refuses a folder with more:
+#: a file of the user's in ``hierarchies/`` is never deleted); Spark writes Parquet folders
+SYNTH_ENTRIES = ("persons.parquet", "persons.parquet/", "households.parquet", "households.parquet/", "meta.yaml",
+                 "hierarchies/small_area.hrc", "hierarchies/area.hrc", "hierarchies/age.yaml",
+                 "hierarchies/age_year.hrc")
 
 
 def synth_census(n_persons: int, seed: int, out: str | os.PathLike[str], *, n_areas: int = 200,
@@ -372,6 +376,9 @@ def synth_census(n_persons: int, seed: int, out: str | os.PathLike[str], *, n_ar
     with folder as tmp:
         pq.write_table(persons, tmp / "persons.parquet", row_group_size=256_000)
         pq.write_table(households, tmp / "households.parquet")
+        # the records stand for confidential microdata: private, like every evaluation file
+        (tmp / "persons.parquet").chmod(0o600)
+        (tmp / "households.parquet").chmod(0o600)
         _write_meta(tmp, geo, f"synthetic census, {n_persons} persons, seed {seed}")
     return SynthResult(out, out / "persons.parquet", out / "households.parquet", out / "meta.yaml",
                        persons.num_rows, households.num_rows)

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tabsafe.cli.common import add_output_arguments, say, seed_int, split_list
+from tabsafe.cli.common import add_output_arguments, say, say_seed, seed_int, split_list
 from tabsafe.errors import InputError
 
 #: how many exposed cells the audit prints
@@ -187,8 +187,8 @@ def run_protect(args: argparse.Namespace) -> int:
     if result.audit is not None:
         say("release audit: no primary cell narrower than its protection, over all tables together",
             quiet=args.quiet)
-    if report.seed is not None and args.seed is None:
-        say(f"seed {report.seed} (drawn; give --seed {report.seed} to repeat this run)", quiet=args.quiet)
+    say_seed(report.seed, given=args.seed, random=method.random, quiet=args.quiet,
+             kept=f"report {args.report}" if args.report and report_kind == "evaluation" else None)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
     return 0

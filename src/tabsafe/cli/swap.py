@@ -18,7 +18,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from tabsafe.cli.common import say, seed_int
+from tabsafe.cli.common import say, say_seed, seed_int
 from tabsafe.errors import InputError
 
 #: short names of the swapping methods
@@ -147,8 +147,8 @@ def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:
         shown = ", ".join(f"{k} {v}" for k, v in f.items() if not isinstance(v, (dict, list, tuple)))
         say(f"{report.method}: wrote {n_records:,} records to {args.out}" + (f"; {shown}" if shown else ""),
             quiet=args.quiet)
-    if args.seed is None and report.seed is not None:
-        say(f"seed {report.seed} (drawn; give --seed {report.seed} to repeat this run)", quiet=args.quiet)
+    say_seed(report.seed, given=args.seed, random=report.seed is not None, quiet=args.quiet,
+             kept=f"report {args.report}" if args.report else None)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
 

@@ -139,6 +139,8 @@ def check_output(path: str | os.PathLike[str], *, inputs: Sequence[Path] = (), p
     for other in planned:
         if _same(target, other):
             raise InputError(f"{param(option)} names a file another output of this command writes", where=where)
+    if target.exists() and not target.is_file():  # a device, a pipe: never replaced, not even with --force
+        raise InputError(f"{param(option)} names something that is not a regular file", where=where)
     if (target.exists() or target.is_symlink()) and not _REPLACE.get():
         raise InputError(f"{param(option)} exists; give --force to replace it (tabsafe replaces no file unasked)",
                          where=where)

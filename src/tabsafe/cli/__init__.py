@@ -135,6 +135,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the machine's refusal (disk full, permission, a vanished file): one line
+        print(f"tabsafe: error: {_os_error(exc)}; nothing was written", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("tabsafe: error: an input is nested too deeply to read (a filter, a YAML or JSON file); nothing "
+              "was written", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("tabsafe: error: out of memory (the job's memory model did not foresee this; give a smaller table or "
+              "--memory-limit); nothing was written", file=sys.stderr)
+        return 1
+
+
+def _os_error(exc: OSError) -> str:
+    """An operating-system error as one line: what failed and where, never a file's content."""
+    import errno
+
+    what = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded"}.get(
+        exc.errno or 0, (exc.strerror or type(exc).__name__).lower())
+    where = exc.filename if isinstance(exc.filename, (str, bytes, os.PathLike)) else None
+    return f"{os.fsdecode(where)}: {what}" if where else what
 
 
 if __name__ == "__main__":  # pragma: no cover

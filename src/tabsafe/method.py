@@ -36,6 +36,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from tabsafe import params as _params
+from tabsafe import progress
 from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError
 from tabsafe.model.result import MicrodataProtection, Protection, Release, Report
@@ -263,6 +264,7 @@ class TableMethod(Method):
 
         used = self._seed(seed)
         memory.check(f"method {self.name!r} on {table.n_cells:,} cells", self.memory_estimate(table))
+        progress.report("protection", method=self.name, cells=table.n_cells)
         out = self.apply(table, self._stream(used, step))
         if not isinstance(out, Outcome):
             raise TypeError(f"method {self.name!r}: apply() must return an Outcome")
@@ -302,6 +304,7 @@ class MicrodataMethod(Method):
             raise InputError(f"method {self.name!r} perturbs Microdata; got {type(microdata).__name__}")
         used = self._seed(seed)
         stream = self._stream(used, step)
+        progress.report("protection", method=self.name)
         if engine is None or engine == "duckdb" or getattr(engine, "name", None) == "duckdb":
             out = self.apply(microdata, stream)
         else:

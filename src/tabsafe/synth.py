@@ -26,6 +26,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
+from tabsafe import progress
 from tabsafe.errors import InputError, param
 from tabsafe.model.hierarchy import Hierarchy
 
@@ -381,8 +382,10 @@ def synth_census(n_persons: int, seed: int, out: str | os.PathLike[str], *, n_ar
     # refused before any array is made (the memory model, not numpy's "Unable to allocate 3.68 TiB")
     memory.check(f"a synthetic census of {n_persons:,} persons", synth_memory(n_persons))
     out = Path(out)
+    progress.report("synthesis", persons=n_persons, phase="records")
     persons, households, geo = generate(n_persons, seed, n_areas=n_areas, n_small_areas=n_small_areas)
     with folder as tmp:
+        progress.report("synthesis", persons=n_persons, phase="writing")
         pq.write_table(persons, tmp / "persons.parquet", row_group_size=256_000)
         pq.write_table(households, tmp / "households.parquet")
         # the records stand for confidential microdata: private, like every evaluation file

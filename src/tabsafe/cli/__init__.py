@@ -101,9 +101,12 @@ def _run(mod: object, args: argparse.Namespace) -> int:
     from tabsafe import io, memory, progress
 
     listeners: list[progress.Listener] = []
-    if not args.quiet and sys.stderr.isatty():
-        listeners.append(progress.Terminal())
+    terminal = progress.Terminal() if not args.quiet and sys.stderr.isatty() else None
+    if terminal is not None:
+        listeners.append(terminal)
     with contextlib.ExitStack() as stack:
+        if terminal is not None:
+            stack.enter_context(progress.clearing(terminal))
         stack.enter_context(io.replacing(bool(getattr(args, "force", False))))
         if args.log_json:
             listeners.append(progress.JsonLines(stack.enter_context(io.log_file(args.log_json, inputs(args)))))

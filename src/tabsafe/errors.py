@@ -46,9 +46,21 @@ def shown(value: Any) -> str:
 
 
 def shown_list(values: Any, limit: int = 12) -> str:
-    """Up to ``limit`` values as :func:`shown` gives them, comma-separated, ``…`` for more."""
-    values = list(values)
-    return ", ".join(shown(v) for v in values[:limit]) + (" …" if len(values) > limit else "")
+    """Up to ``limit`` values, comma-separated, ``…`` for more — none at all when one of them does
+    not look like a code or a name (the file is then not what it seems, and its other values are
+    as much its content as the odd one)."""
+    values = [str(v) for v in values]
+    if not all(_CODE_LIKE.fullmatch(v) for v in values):
+        return "(values that are not codes or names: is it the file you meant?)"
+    return ", ".join(repr(v) for v in values[:limit]) + (" …" if len(values) > limit else "")
+
+
+def reader_message(exc: BaseException) -> str:
+    """The first line of a file reader's error without the offending row it quotes (Arrow's
+    ``CSV parse error: Expected 3 columns, got 4: <the row>``): never a file's content."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return re.sub(r"(got \d+( columns)?)\s*:.*$", r"\1", first)[:300]
 
 
 def as_flag(name: str) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from tabsafe.cli.common import add_output_arguments, say, say_seed, seed_int, split_list
-from tabsafe.errors import InputError, shown
+from tabsafe.errors import InputError, reader_message, shown
 
 #: how many exposed cells the audit prints
 SHOWN = 10
@@ -281,7 +281,7 @@ def _published_table(path: Path, name: str, by: Sequence[str] | None, hierarchie
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's parse errors have no common base
-        raise InputError(f"cannot read the table: {' '.join(str(exc).split())}", where=str(path)) from None
+        raise InputError(f"cannot read the table: {reader_message(exc)}", where=str(path)) from None
     names = data.schema.names
     if "count" not in names:
         raise InputError("a published table needs a 'count' column", where=str(path))

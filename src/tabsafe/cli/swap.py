@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tabsafe.cli.common import say, say_seed, seed_int
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, reader_message
 
 #: short names of the swapping methods
 ALIASES = {"targeted": "targeted-swap", "random": "random-swap"}
@@ -272,7 +272,7 @@ def _subset(source: Any, columns: Sequence[str] | None) -> Any:
             return None
         return pf.read(columns=list(columns))
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = reader_message(exc)
         raise InputError(f"cannot read data: {first}", where=src.path) from None
 
 

@@ -202,3 +202,16 @@ def test_the_key_file_is_private(tmp_path: Path, monkeypatch) -> None:
     assert key is not None and len(key) == 32 and path.read_bytes() == key
     assert path.stat().st_mode & 0o077 == 0 and path.parent.stat().st_mode & 0o077 == 0
     assert fingerprint_key() == key  # made once, read after
+
+
+@pytest.mark.parametrize("fmt", ["csvw", "sdmx-csv"])
+def test_published_formats_hold_no_seed(census: Path, tmp_path: Path, capsys, fmt) -> None:
+    """The CSV-W metadata records the method and parameters: the seed's fingerprint, not the seed."""
+    out = tmp_path / "r.csv"
+    code, stdout, err = run(["protect", census, "--by", "area,sex", "--method", "barnardisation", "--p", "0.3",
+                             "--seed", SEED, "--format", fmt, "--out", out], capsys)
+    assert code == 0, err
+    public = "".join(p.read_text() for p in tmp_path.iterdir()) + stdout
+    assert not any(str(s) in public for s in (SEED, stream_seed(SEED, 0)))
+    if fmt == "csvw":
+        assert fingerprint(SEED) in (tmp_path / "r.csv-metadata.json").read_text()

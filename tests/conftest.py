@@ -20,6 +20,7 @@ To explore other examples by hand, run with ``--hypothesis-seed=N`` after settin
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,10 @@ from tabsafe.synth import SynthResult, synth_census
 settings.register_profile("tabsafe", deadline=None, derandomize=True, database=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("tabsafe")
+
+# seed fingerprints are keyed (tabsafe.seeds): the suite's key, so that no test makes a key file in
+# the home folder (subprocesses inherit it)
+os.environ.setdefault("TABSAFE_SEED_KEY", "tabsafe test suite")
 
 
 @pytest.fixture(scope="session")

@@ -29,6 +29,40 @@ def param(name: str) -> str:
     return f"{_MARK}{name}{_MARK}"
 
 
+#: what a code or a column name looks like; anything else read from a file is not echoed
+_CODE_LIKE = re.compile(r"[\w.+\-]([\w.+\- ]{0,38}[\w.+\-])?")
+
+
+def shown(value: Any) -> str:
+    """A value read from a file, for an error message: its repr when it looks like a code or a
+    column name, else a neutral stand-in. An error must not echo a file's content — a hierarchy
+    or a CSV that is a link to ``/etc/passwd`` or ``/etc/shadow`` would print its lines (#25).
+
+    >>> shown("R1A001"), shown("root:*:20228:0:99999:7:::")
+    ("'R1A001'", '(a value that is not a code)')
+    """
+    text = str(value)
+    return repr(text) if _CODE_LIKE.fullmatch(text) else "(a value that is not a code)"
+
+
+def shown_list(values: Any, limit: int = 12) -> str:
+    """Up to ``limit`` values, comma-separated, ``…`` for more — none at all when one of them does
+    not look like a code or a name (the file is then not what it seems, and its other values are
+    as much its content as the odd one)."""
+    values = [str(v) for v in values]
+    if not all(_CODE_LIKE.fullmatch(v) for v in values):
+        return "(values that are not codes or names: is it the file you meant?)"
+    return ", ".join(repr(v) for v in values[:limit]) + (" …" if len(values) > limit else "")
+
+
+def reader_message(exc: BaseException) -> str:
+    """The first line of a file reader's error without the offending row it quotes (Arrow's
+    ``CSV parse error: Expected 3 columns, got 4: <the row>``): never a file's content."""
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return re.sub(r"(got \d+( columns)?)\s*:.*$", r"\1", first)[:300]
+
+
 def as_flag(name: str) -> str:
     """The command-line option of a parameter: ``time_limit`` → ``--time-limit``."""
     return "--" + name.replace("_", "-")

@@ -6,6 +6,12 @@ command's inputs, not named twice), each file is written to a temporary file bes
 and all are renamed into place together only when every one is complete — an error or Ctrl-C
 leaves nothing partial behind and nothing overwritten.
 
+The rule every written path obeys is one function, :func:`check_output`: a path is never one of
+the command's inputs nor a file an input names (the ``meta.yaml`` beside the data, the files a
+manifest or config lists), never a file that already exists unless the user said ``--force``, and
+its folder exists. Temporary files and folders are named ``.NAME.tabsafe-PID-…``; ones a killed
+run left (its process is gone) are removed the next time the same output is written.
+
 A *release* file holds the published values of a :class:`~tabsafe.model.result.Release` only and
 gets the permissions the user's umask gives; an *evaluation* file (original counts, cell keys,
 why a cell is suppressed) is written only when asked for and is private to the user (mode 0600).
@@ -14,9 +20,11 @@ why a cell is suppressed) is written only when asked for and is private to the u
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import os
+import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -50,6 +58,132 @@ def _same(a: Path, b: Path) -> bool:
         return False
 
 
+#: Whether an existing file may be replaced (``--force``). Library calls replace (a Python caller
+#: names its files deliberately); the command line sets it from ``--force`` (:func:`replacing`).
+_REPLACE: contextvars.ContextVar[bool] = contextvars.ContextVar("tabsafe_replace", default=True)
+
+#: What tells tabsafe's temporary files and folders from anything else: ``.NAME.tabsafe-PID-…``.
+TEMP_TAG = ".tabsafe-"
+
+
+@contextlib.contextmanager
+def replacing(allowed: bool) -> Iterator[None]:
+    """Within the block, existing outputs are replaced only if ``allowed`` (the CLI's ``--force``)."""
+    token = _REPLACE.set(bool(allowed))
+    try:
+        yield
+    finally:
+        _REPLACE.reset(token)
+
+
+def referenced_files(inputs: Iterable[str | os.PathLike[str] | None]) -> list[Path]:
+    """The inputs and every file they name: a data file's ``meta.yaml`` and the hierarchy files it
+    lists; for a YAML input (a release manifest, a config, an audit spec), every string in it that
+    names an existing file beside it. No output may be one of them."""
+    out: list[Path] = []
+    for item in inputs:
+        if not item:
+            continue
+        path = Path(item)
+        out.append(path)
+        if path.suffix.lower() in {".parquet", ".pq", ".csv"} and (path.parent / "meta.yaml").is_file():
+            out.append(path.parent / "meta.yaml")
+            out += _named_in_yaml(path.parent / "meta.yaml")
+        elif path.suffix.lower() in {".yaml", ".yml"} and path.is_file():
+            out += _named_in_yaml(path)
+    return out
+
+
+def _named_in_yaml(path: Path) -> list[Path]:
+    """Files a small YAML file names (strings that are paths of existing files, relative to it)."""
+    try:
+        if path.stat().st_size > 1_000_000:
+            return []
+        data = load_yaml(path.read_text(encoding="utf-8"))
+    except Exception:  # noqa: BLE001 - an unreadable file is the reader's error to report, not this guard's
+        return []
+    found: list[Path] = []
+    stack: list[Any] = [data]
+    while stack and len(found) < 10_000:
+        item = stack.pop()
+        if isinstance(item, Mapping):
+            stack += list(item.values())
+        elif isinstance(item, list):
+            stack += item
+        elif isinstance(item, str) and 0 < len(item) < 4096 and "\n" not in item:
+            with contextlib.suppress(OSError, ValueError):
+                candidate = Path(item) if Path(item).is_absolute() else path.parent / item
+                if candidate.is_file():
+                    found.append(candidate)
+    return found
+
+
+def check_output(path: str | os.PathLike[str], *, inputs: Sequence[Path] = (), planned: Iterable[Path] = (),
+                 option: str = "out") -> Path:
+    """The one rule for a path a command writes (module docstring); returns it as a Path or raises
+    one :class:`InputError` naming the option and the path."""
+    target = Path(path)
+    where = str(target)
+    if not target.name or target.name in {".", ".."}:
+        raise InputError(f"{param(option)} needs a file name, not a folder", where=where)
+    if target.is_dir():
+        raise InputError(f"{param(option)} is a folder; give a file name", where=where)
+    if not target.parent.exists():
+        raise InputError("output folder does not exist", where=str(target.parent))
+    if not target.parent.is_dir():
+        raise InputError("output folder is not a folder", where=str(target.parent))
+    for inp in inputs:
+        if _same(target, inp):
+            raise InputError(f"{param(option)} is an input of this command or a file its inputs name; it would be "
+                             "overwritten", where=where)
+    for other in planned:
+        if _same(target, other):
+            raise InputError(f"{param(option)} names a file another output of this command writes", where=where)
+    if target.exists() and not target.is_file():  # a device, a pipe: never replaced, not even with --force
+        raise InputError(f"{param(option)} names something that is not a regular file", where=where)
+    if (target.exists() or target.is_symlink()) and not _REPLACE.get():
+        raise InputError(f"{param(option)} exists; give --force to replace it (tabsafe replaces no file unasked)",
+                         where=where)
+    if not os.access(target.parent, os.W_OK):
+        raise InputError("output folder is not writable", where=str(target.parent))
+    clean_stale(target.parent, target.name)
+    return target
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, ValueError):
+        return True
+    return True
+
+
+def clean_stale(folder: Path, name: str) -> None:
+    """Remove the temporary files and folders of ``name`` that a killed run left in ``folder``
+    (``.NAME.tabsafe-PID-…`` whose process is gone)."""
+    prefix = f".{name}{TEMP_TAG}"
+    try:
+        entries = [e for e in folder.iterdir() if e.name.startswith(prefix)]
+    except OSError:
+        return
+    for entry in entries:
+        pid_text = entry.name[len(prefix):].split("-", 1)[0]
+        if not pid_text.isdigit() or _alive(int(pid_text)):
+            continue
+        with contextlib.suppress(OSError):
+            if entry.is_dir() and not entry.is_symlink():
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+
+
+def temp_prefix(name: str) -> str:
+    """The prefix of this process's temporary file or folder for the output ``name``."""
+    return f".{name}{TEMP_TAG}{os.getpid()}-"
+
+
 class Outputs:
     """The files one command writes, checked up front and committed together.
 
@@ -63,7 +197,7 @@ class Outputs:
     """
 
     def __init__(self, inputs: Sequence[str | os.PathLike[str] | None] = ()) -> None:
-        self.inputs = [Path(p) for p in inputs if p]
+        self.inputs = referenced_files(inputs)
         self.planned: dict[Path, str] = {}
         self.temps: dict[Path, Path] = {}
         self.committed: list[Path] = []
@@ -71,24 +205,7 @@ class Outputs:
     def plan(self, path: str | os.PathLike[str], *, kind: str = "release", option: str = "out") -> Path:
         """Check ``path`` as an output before any work is done; ``kind`` is ``release`` (umask)
         or ``evaluation`` (private)."""
-        target = Path(path)
-        where = str(target)
-        if not target.name or target.name in {".", ".."}:
-            raise InputError(f"{param(option)} needs a file name, not a folder", where=where)
-        if target.is_dir():
-            raise InputError(f"{param(option)} is a folder; give a file name", where=where)
-        if not target.parent.exists():
-            raise InputError("output folder does not exist", where=str(target.parent))
-        if not target.parent.is_dir():
-            raise InputError("output folder is not a folder", where=str(target.parent))
-        for inp in self.inputs:
-            if _same(target, inp):
-                raise InputError(f"{param(option)} is an input of this command; it would be overwritten", where=where)
-        for other in self.planned:
-            if _same(target, other):
-                raise InputError(f"{param(option)} names a file another output of this command writes", where=where)
-        if not os.access(target.parent, os.W_OK):
-            raise InputError("output folder is not writable", where=str(target.parent))
+        target = check_output(path, inputs=self.inputs, planned=self.planned, option=option)
         self.planned[target] = kind
         return target
 
@@ -97,7 +214,7 @@ class Outputs:
         """A temporary path to write ``path``'s content to (committed with the others)."""
         if path not in self.planned:
             raise RuntimeError(f"output {path} was not planned")  # pragma: no cover - a bug
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=temp_prefix(path.name), suffix=".tmp", dir=path.parent)
         os.close(fd)
         tmp_path = Path(tmp)
         self.temps[path] = tmp_path
@@ -307,19 +424,22 @@ class OutputFolder:
     """A folder a command fills (``synth``, ``demo``), built in a temporary folder beside it and
     moved into place only when complete.
 
-    The folder may be new, empty, or hold only entries this command writes (``owned``: a run
-    before this one) — those are replaced. A folder with anything else in it (``--out .``, the
-    parent folder, a folder of the user's) is refused before any work: a command never deletes
-    what it did not create.
+    The folder may be new, empty, or hold only files this command writes (``owned``: relative
+    paths such as ``"hierarchies/area.hrc"``; an entry ending in ``/`` owns a whole folder, e.g. a
+    Parquet folder Spark writes) — those are a run before this one, and are replaced. A folder
+    with anything else in it, at any depth (``--out .``, a folder of the user's, a hierarchy file
+    the user put in ``hierarchies/``), is refused before any work: a command never deletes what it
+    did not create. The temporary folder is ``.NAME.tabsafe-PID-…``; one a killed run left is
+    removed by the next run.
     """
 
     def __init__(self, path: str | os.PathLike[str], owned: Sequence[str], *, option: str = "out") -> None:
         target = Path(path)
         where = str(target)
-        if target.exists() and not target.is_dir():
+        if target.is_symlink() or target.exists() and not target.is_dir():
             raise InputError(f"{param(option)} is a file, not a folder", where=where)
         if target.exists():
-            others = sorted(p.name for p in target.iterdir() if p.name not in owned)
+            others = _foreign(target, owned)
             if others:
                 raise InputError(
                     f"{param(option)} holds {len(others)} entr{'y' if len(others) == 1 else 'ies'} this command did "
@@ -334,26 +454,112 @@ class OutputFolder:
         self.tmp: Path | None = None
 
     def __enter__(self) -> Path:
-        self.tmp = Path(tempfile.mkdtemp(prefix=f".{self.target.resolve().name}.", dir=self.target.resolve().parent))
+        parent = self.target.resolve().parent
+        name = self.target.resolve().name
+        clean_stale(parent, name)
+        self.tmp = Path(tempfile.mkdtemp(prefix=temp_prefix(name), dir=parent))
         return self.tmp
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        import shutil
-
         assert self.tmp is not None
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
+        try:
+            self._move()
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _move(self) -> None:
+        assert self.tmp is not None
         mode = 0o777 & ~_umask()
         os.chmod(self.tmp, mode)
         if not self.target.exists():
             os.replace(self.tmp, self.target)
             return
+        others = _foreign(self.target, self.owned)  # checked again: the user may have added files meanwhile
+        if others:
+            raise InputError(f"the folder gained an entry this command did not write ({others[0]!r}) while it ran; "
+                             "nothing was replaced", where=str(self.target))
         for entry in sorted(self.tmp.iterdir()):
             dest = self.target / entry.name
             if dest.is_dir() and not dest.is_symlink():
-                shutil.rmtree(dest)
+                shutil.rmtree(dest)  # holds only owned files (checked above)
             elif dest.exists() or dest.is_symlink():
                 dest.unlink()
             os.replace(entry, dest)
-        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def _foreign(target: Path, owned: Sequence[str]) -> list[str]:
+    """Entries under ``target`` (relative paths) that are not among ``owned`` (module
+    :class:`OutputFolder`); folders on the way to an owned entry are not foreign."""
+    whole = {o.rstrip("/") for o in owned if o.endswith("/")}
+    files = {o for o in owned if not o.endswith("/")}
+    prefixes = {str(Path(o).parent.as_posix()) for o in files | whole} | {
+        "/".join(Path(o).parts[:i]) for o in files | whole for i in range(1, len(Path(o).parts))}
+    out: list[str] = []
+    for root, dirs, names in os.walk(target):
+        base = Path(root).relative_to(target)
+        for d in list(dirs):
+            rel = (base / d).as_posix()
+            if rel in whole and not os.path.islink(os.path.join(root, d)):
+                dirs.remove(d)  # a folder the command owns whole (e.g. Spark's Parquet folder)
+            elif rel not in prefixes or os.path.islink(os.path.join(root, d)):
+                out.append(rel)
+                dirs.remove(d)
+        out += [(base / n).as_posix() for n in names if (base / n).as_posix() not in files]
+    return sorted(out)
+
+
+def _is_log(path: Path) -> bool:
+    """Whether ``path`` is empty or a log tabsafe wrote (its last line a JSON event with ``what``)."""
+    import json
+
+    size = path.stat().st_size
+    if size == 0:
+        return True
+    with open(path, "rb") as f:
+        f.seek(max(0, size - 65536))
+        tail = f.read().rstrip(b"\n").rsplit(b"\n", 1)[-1]
+    try:
+        record = json.loads(tail.decode("utf-8"))
+    except (UnicodeDecodeError, ValueError):
+        return False
+    return isinstance(record, dict) and "what" in record and "t" in record
+
+
+@contextlib.contextmanager
+def log_file(path: str | os.PathLike[str], inputs: Sequence[str | os.PathLike[str] | None] = ()) -> Iterator[Any]:
+    """The ``--log-json`` stream: a new file, or a tabsafe log to append to (a log never loses
+    lines); never an input nor a file an input names, never a file of another kind. When the
+    command fails the lines it added are taken back (a file it made is removed), so a failed
+    command leaves nothing behind."""
+    target = Path(path)
+    where = str(target)
+    if target.is_dir():
+        raise InputError(f"{param('log_json')} is a folder; give a file name", where=where)
+    for inp in referenced_files(inputs):
+        if _same(target, inp):
+            raise InputError(f"{param('log_json')} is an input of this command or a file its inputs name",
+                             where=where)
+    if not target.parent.is_dir():
+        raise InputError("output folder does not exist", where=str(target.parent))
+    existed = target.exists()
+    if existed and (not target.is_file() or not _is_log(target)):
+        raise InputError(f"{param('log_json')} names a file that is not a tabsafe log; give a new file", where=where)
+    try:
+        size = target.stat().st_size if existed else 0
+        stream = open(target, "a", encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot open the log: {exc.strerror}", where=where) from None
+    try:
+        yield stream
+    except BaseException:
+        stream.close()
+        with contextlib.suppress(OSError):
+            if existed:
+                os.truncate(target, size)
+            else:
+                target.unlink()
+        raise
+    stream.close()

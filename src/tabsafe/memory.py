@@ -17,6 +17,9 @@ from contextvars import ContextVar
 
 from tabsafe.errors import InputError, TooLargeError, param
 
+#: The smallest budget accepted: the interpreter and its libraries alone take more.
+MIN_LIMIT = 32 * 2**20
+
 #: Share of the machine's memory a job may use when no limit is given.
 DEFAULT_SHARE = 0.5
 
@@ -43,9 +46,14 @@ def parse_size(text: str) -> int:
     """``"4GB"``, ``"512M"``, ``"2.5G"`` → bytes."""
     m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", str(text))
     unit = m.group(2).upper() if m else ""
-    if not m or unit not in _UNITS or float(m.group(1)) <= 0:
-        raise InputError(f"{param('memory_limit')} must be a size such as 4GB or 512MB; got {text!r}")
-    return int(float(m.group(1)) * _UNITS[unit])
+    number = float(m.group(1)) if m else 0.0
+    if not m or unit not in _UNITS or not 0 < number * _UNITS.get(unit, 1) < 2**62:
+        raise InputError(f"{param('memory_limit')} must be a size such as 4GB or 512MB; got {str(text)[:40]!r}")
+    nbytes = int(number * _UNITS[unit])
+    if nbytes < MIN_LIMIT:  # no job runs in less: such a limit is a typo (1KB for 1GB)
+        raise InputError(f"{param('memory_limit')} of {human(nbytes)} is less than any job needs (at least "
+                         f"{human(MIN_LIMIT)}); got {text!r}")
+    return nbytes
 
 
 def limit() -> int:

@@ -31,16 +31,17 @@ Methods are found by name through the entry-point group ``tabsafe.methods``
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol, runtime_checkable
 
 from tabsafe import params as _params
+from tabsafe import progress
 from tabsafe.capabilities import Capabilities, Reading
-from tabsafe.errors import InputError, param
+from tabsafe.errors import InputError
 from tabsafe.model.result import MicrodataProtection, Protection, Release, Report
 from tabsafe.model.spec import KeySpec
+from tabsafe.seeds import MAX_SEED, check_seed, draw_seed, stream_seed  # the seed policy (one place)
 
 if TYPE_CHECKING:  # pragma: no cover
     import numpy as np
@@ -65,26 +66,6 @@ __all__ = [
     "draw_seed",
 ]
 
-#: Seeds are integers in ``0..MAX_SEED``.
-MAX_SEED = 2**63 - 1
-
-
-def check_seed(seed: Any, *, name: str = "seed") -> int | None:
-    """``None`` or the seed as an int; anything else is an :class:`InputError`."""
-    if seed is None:
-        return None
-    if isinstance(seed, bool) or not isinstance(seed, int) and type(seed).__name__ not in {"int64", "int32"}:
-        raise InputError(f"{param(name)} must be an integer in 0..{MAX_SEED}; got {seed!r}")
-    seed = int(seed)
-    if not 0 <= seed <= MAX_SEED:
-        raise InputError(f"{param(name)} must be an integer in 0..{MAX_SEED}; got {seed}")
-    return seed
-
-
-def draw_seed() -> int:
-    """A fresh seed for a random method run without one; it is recorded so the run can be
-    repeated."""
-    return secrets.randbelow(10**9)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -258,10 +239,17 @@ class Method:
         return table.n_stored * (16 + 8 * len(table.value_columns)) * 3
 
     def _seed(self, seed: int | None) -> int | None:
+        """The run's seed to record (drawn when a random method is given none; None when the
+        method is deterministic)."""
         seed = check_seed(seed)
         if not self.random:
             return None
         return draw_seed() if seed is None else seed
+
+    @staticmethod
+    def _stream(used: int | None, step: int) -> int | None:
+        """The seed ``apply`` draws from: step ``step`` of the run (:func:`tabsafe.seeds.stream_seed`)."""
+        return None if used is None else stream_seed(used, step)
 
 
 class TableMethod(Method):
@@ -269,8 +257,11 @@ class TableMethod(Method):
 
     kind: ClassVar[str] = "table"
 
-    def protect(self, table: Table, *, seed: int | None = None) -> Protection:
-        """Protect ``table``; a random method without a seed draws one and records it."""
+    def protect(self, table: Table, *, seed: int | None = None, step: int = 0) -> Protection:
+        """Protect ``table``; a random method without a seed draws one and records it.
+
+        ``seed`` is the run's seed (the one recorded); the noise comes from the stream of step
+        ``step`` of that run (0: the method alone or first in a chain; :mod:`tabsafe.seeds`)."""
         from tabsafe.model.table import Table
 
         if not isinstance(table, Table):
@@ -279,7 +270,8 @@ class TableMethod(Method):
 
         used = self._seed(seed)
         memory.check(f"method {self.name!r} on {table.n_cells:,} cells", self.memory_estimate(table))
-        out = self.apply(table, used)
+        progress.report("protection", method=self.name, cells=table.n_cells)
+        out = self.apply(table, self._stream(used, step))
         if not isinstance(out, Outcome):
             raise TypeError(f"method {self.name!r}: apply() must return an Outcome")
         cells = out.cells
@@ -304,8 +296,10 @@ class MicrodataMethod(Method):
 
     kind: ClassVar[str] = "microdata"
 
-    def perturb(self, microdata: Microdata, *, seed: int | None = None, engine: Any = None) -> MicrodataProtection:
-        """Perturb the records; a random method without a seed draws one and records it.
+    def perturb(self, microdata: Microdata, *, seed: int | None = None, engine: Any = None,
+                step: int = 0) -> MicrodataProtection:
+        """Perturb the records; a random method without a seed draws one and records it
+        (``seed`` and ``step`` as in :meth:`TableMethod.protect`).
 
         ``engine``: ``None`` or ``"duckdb"`` (the embedded engine) perturbs in this process;
         another engine, by name or as an object (``"spark"``, a ``SparkEngine``), runs the
@@ -315,12 +309,14 @@ class MicrodataMethod(Method):
         if not isinstance(microdata, Microdata):
             raise InputError(f"method {self.name!r} perturbs Microdata; got {type(microdata).__name__}")
         used = self._seed(seed)
+        stream = self._stream(used, step)
+        progress.report("protection", method=self.name)
         if engine is None or engine == "duckdb" or getattr(engine, "name", None) == "duckdb":
-            out = self.apply(microdata, used)
+            out = self.apply(microdata, stream)
         else:
             from tabsafe.registry import get_engine
 
-            out = self.apply_on(get_engine(engine), microdata, used)
+            out = self.apply_on(get_engine(engine), microdata, stream)
         if not isinstance(out, MicrodataOutcome):
             raise TypeError(f"method {self.name!r}: apply() must return a MicrodataOutcome")
         report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,

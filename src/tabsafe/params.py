@@ -113,6 +113,8 @@ class Int(Constraint):
         v = int(value)
         if (self.min is not None and v < self.min) or (self.max is not None and v > self.max):
             raise _fail(name, self.allowed, value)
+        if not -INT64_MAX <= v <= INT64_MAX:  # every count and base is a 64-bit integer in numpy
+            raise _fail(name, f"{self.allowed} of at most 64 bits", value)
         return v
 
     def from_text(self, name: str, text: str) -> int:
@@ -120,6 +122,10 @@ class Int(Constraint):
             return self.check(name, int(text.strip()))
         except ValueError:
             raise _fail(name, self.allowed, text) from None
+
+
+#: the largest integer a parameter may be (numpy's int64)
+INT64_MAX = 2**63 - 1
 
 
 def _is_integral(value: Any) -> bool:
@@ -155,9 +161,12 @@ class Real(Constraint):
     def check(self, name: str, value: Any) -> float:
         import numbers
 
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        try:
+            v = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+        except OverflowError:  # an integer beyond every float
+            v = math.nan
+        if not math.isfinite(v):
             raise _fail(name, self.allowed, value)
-        v = float(value)
         if self.min is not None and (v < self.min or (self.min_open and v == self.min)):
             raise _fail(name, self.allowed, value)
         if self.max is not None and (v > self.max or (self.max_open and v == self.max)):

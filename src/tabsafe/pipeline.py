@@ -6,8 +6,10 @@ The first table method protects the tabulated table; each later one protects the
 release (its published ``count``, with the tabulation's other columns such as cell keys). The
 result keeps the very first counts as ``original``: evaluation compares with the truth.
 
-Seeds: a chain run with seed ``S`` gives its ``k``-th step the seed drawn from
-``SeedSequence(S)`` for that step, recorded in the step's report; ``S`` is recorded at the top.
+Seeds (:mod:`tabsafe.seeds`, the one policy): a chain run with seed ``S`` gives every step ``S``
+and the step's index ``k``; the step draws its noise from ``stream_seed(S, k)``, so a method alone
+with ``--seed S`` adds the same noise as the same method first in a chain with ``--seed S``.
+``S`` is recorded (privately) at the top and in every step's report.
 """
 
 from __future__ import annotations
@@ -100,7 +102,7 @@ class Chain:
         seeds = step_seeds(seed, len(self.methods))
         reports: list[Report] = []
         records = data
-        for m, s in zip(self.methods, seeds):
+        for k, (m, s) in enumerate(zip(self.methods, seeds)):
             if isinstance(m, MicrodataMethod):
                 progress.report("protection", method=m.name)
                 if not isinstance(data, Microdata):
@@ -109,7 +111,7 @@ class Chain:
                 # records are); the others run in this process, on records read into it
                 held = not isinstance(data.source, (FileSource, ArrowSource))
                 own = type(m).apply_on is not MicrodataMethod.apply_on
-                result = m.perturb(data, seed=s, engine=engine if (own or held) else None)
+                result = m.perturb(data, seed=s, step=k, engine=engine if (own or held) else None)
                 data = result.microdata
                 reports.append(result.report)
         truth = None
@@ -149,17 +151,20 @@ class Chain:
 
     def protect(self, table: Table, *, seeds: Sequence[int | None], chain_seed: int | None = None,
                 before: Sequence[Report] = ()) -> Protection:
-        """The table steps on a tabulated table."""
+        """The table steps on a tabulated table; ``seeds`` as :func:`step_seeds` gives them (the
+        table steps' share), each step drawing from its own index in the whole chain."""
         steps = self.table_steps
         first: Protection | None = None
         current: Protection | None = None
         reports = list(before)
-        for m, s in zip(steps, seeds):
+        offset = len(self.microdata_steps)
+        for j, (m, s) in enumerate(zip(steps, seeds)):
             progress.report("protection", method=m.name, cells=table.n_cells)
             if current is None:
-                current = first = m.protect(table, seed=s)
+                current = first = m.protect(table, seed=s, step=offset + j)
             else:
-                current = _compose(first, m.protect(_next_input(current, table), seed=s))  # type: ignore[arg-type]
+                current = _compose(first, m.protect(_next_input(current, table), seed=s,  # type: ignore[arg-type]
+                                                    step=offset + j))
             reports.append(current.report)
         assert current is not None
         if len(self.methods) == 1:
@@ -177,14 +182,10 @@ class Chain:
 
 
 def step_seeds(seed: int | None, n: int) -> list[int | None]:
-    """One seed per step, derived from the chain's seed (None stays None)."""
-    if seed is None:
-        return [None] * n
-    if n == 1:
-        return [seed]
-    import numpy as np
-
-    return [int(s.generate_state(1, np.uint64)[0] >> np.uint64(1)) for s in np.random.SeedSequence(seed).spawn(n)]
+    """The seed each of ``n`` steps is given: the run's seed (None stays None). Each step derives
+    its own stream from it and its index (:func:`tabsafe.seeds.stream_seed`), the same way a
+    method run alone does; the stream seeds themselves are :func:`tabsafe.seeds.stream_seed`."""
+    return [seed] * n
 
 
 def _next_input(previous: Protection, table: Table) -> Table:

@@ -102,10 +102,45 @@ class Terminal:
         self.width = len(line)
         self.stream.flush()
 
-    def close(self) -> None:
+    def clear(self) -> None:
+        """Take the progress line off the terminal (before any other output; redrawn at the next
+        event)."""
         if self.width:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
+            self.width = 0
+            self.last = 0.0
+
+    def close(self) -> None:
+        self.clear()
+
+
+class _Clearing:
+    """A stream that clears the terminal's progress line before anything is written to it."""
+
+    def __init__(self, stream: IO[str], terminal: Terminal) -> None:
+        self._stream = stream
+        self._terminal = terminal
+
+    def write(self, text: str) -> int:
+        if text:
+            self._terminal.clear()
+        return self._stream.write(text)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def clearing(terminal: Terminal) -> Iterator[None]:
+    """Within the block, every write to stdout or stderr first clears ``terminal``'s line: a
+    summary, a warning or an error never lands on the end of a progress line."""
+    out, err = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = _Clearing(out, terminal), _Clearing(err, terminal)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        sys.stdout, sys.stderr = out, err
 
 
 class JsonLines:

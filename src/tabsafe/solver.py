@@ -18,6 +18,8 @@ import highspy
 import numpy as np
 import scipy.sparse as sp
 
+from tabsafe import progress
+
 INF = math.inf
 
 __all__ = ["Extreme", "ExtremeSolver", "LinearProgram", "Relaxation", "Solution", "solve"]
@@ -233,8 +235,10 @@ def solve(
     if start is not None:
         start = np.asarray(start, dtype=np.float64)
         h.setSolution(int(start.size), np.arange(start.size, dtype=np.int32), start)
-    h.run()
     is_mip = not relax and lp.integer is not None and bool(np.any(lp.integer))
+    # every program says so: a method solving hundreds of them shows that it is working
+    progress.report("solver", program="integer" if is_mip else "linear", variables=int(lp.c.size))
+    h.run()
     sol = _answer(h, is_mip=is_mip, node_limit=node_limit, lp=lp)
     if start is not None and sol.status == "feasible" and sol.detail == "Optimal":
         # HiGHS called the program solved but returned a point outside its gap (the start, so

@@ -145,7 +145,7 @@ def test_intermediate_file_reads_back_to_the_same_cells_and_statuses(tmp_path: P
     # and a table that does not add up is refused with one line naming the cell's line
     (tmp_path / "t5.rda").write_text(write_rda(Metadata(kind="table", separator=";", variables=(
         Variable(name="Region", recodeable=True, total_code="Total"), *meta.variables[1:]))))
-    code, _, err = _run(tmp_path, job2, capsys=capsys)
+    code, _, err = _run(tmp_path, job2, "--force", capsys=capsys)  # again.csv exists: replaced only with --force
     assert code == 2 and err.startswith("tabsafe: error: t5.tab:1: cell: a total that is not the sum")
 
 

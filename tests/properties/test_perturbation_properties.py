@@ -379,9 +379,9 @@ def test_additivity_reports_the_kept_cells_that_could_not_be_kept() -> None:
     for code in AREA.order:
         cell = (code, "Total", "Total")
         assert (out.value(area=code) != bad.value(area=code)) == (cell in moved)
-    assert fig["distance"] == 8
+    assert p.report.private["distance"] == 8 and "distance" not in fig  # a figure of the originals: private
     ok = Additivity(fixed=(("area",),)).protect(t)
-    assert ok.report.figures["fixed_cells_not_kept"] == 0 and ok.report.figures["distance"] == 0
+    assert ok.report.figures["fixed_cells_not_kept"] == 0 and ok.report.private["distance"] == 0
 
 
 # ----------------------------------------------------------------------------- perturbation weights

@@ -47,6 +47,9 @@ def _served(census: object, tmp: Path) -> Path:
     folder.mkdir()
     for name in ("persons.parquet", "meta.yaml"):
         shutil.copy(Path(census.directory) / name, folder / name)  # type: ignore[attr-defined]
+    from tabsafe.service.store import Store
+
+    Store(folder / "service.sqlite")  # keys-admin lists, audits and verifies an existing store only
     return folder
 
 

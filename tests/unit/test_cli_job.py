@@ -41,9 +41,14 @@ def test_terminal_display_redraws_one_line_and_clears_it() -> None:
 
 def test_a_job_over_the_memory_budget_is_refused_before_it_starts(small_census, tmp_path, capsys) -> None:
     out = tmp_path / "r.csv"
+    census = tmp_path / "big"
+    code, _, err = run(["synth", "--persons", "100000000", "--out", census, "--memory-limit", "1GB"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "more than the limit of 1.0 GB" in err and "--memory-limit" in err
+    assert not census.exists() and list(tmp_path.iterdir()) == []
+    # a limit below what any job needs is a typo, refused as such (issue #25: 1KB was accepted)
     code, _, err = run(["protect", small_census.persons, "--by", "area,age,sex", "--method", "ckm", "--max-noise", "3",
                         "--variance", "2", "--out", out, "--memory-limit", "10KB"], capsys)
-    assert code == 2 and err.count("\n") == 1 and "more than the limit of 10 KB" in err and "--memory-limit" in err
+    assert code == 2 and err.count("\n") == 1 and "less than any job needs" in err
     assert not out.exists()
 
 

@@ -31,7 +31,8 @@ def test_ckm_then_additivity_publishes_an_additive_table(small_census, tmp_path:
     hrc = f"area={small_census.directory}/hierarchies/area.hrc"
     code, stdout, err = cli(["protect", small_census.persons, "--by", "area,sex", "--hierarchy", hrc,
                              "--method", "ckm,additivity", "--max-noise", 3, "--variance", 2, "--fixed", "area",
-                             "--seed", 5, "--out", out, "--report", report], capsys)
+                             "--seed", 5, "--out", out, "--report", report, "--evaluation", tmp_path / "ev.parquet"],
+                            capsys)
     assert code == 0, err
     assert stdout.startswith("ckm+additivity: wrote"), stdout  # nothing else before the summary line
     counts = _area_sex(out, small_census)
@@ -49,6 +50,9 @@ def test_ckm_then_additivity_publishes_an_additive_table(small_census, tmp_path:
     assert [s["method"] for s in rep["steps"]] == ["ckm", "additivity"]
     figures = rep["steps"][1]["figures"]
     assert figures["fixed_cells"] == len(area.order)
+    # the distance from the input is a figure of the originals: only in the private report
+    assert "distance" not in figures and (report.stat().st_mode & 0o077) == 0
+    figures = {**figures, **rep["steps"][1]["private"]}
     assert "original" not in out.read_text().splitlines()[0]
     # the additivity step started from the published (ckm) values: the same ckm run alone
     ckm = tmp_path / "ckm.csv"

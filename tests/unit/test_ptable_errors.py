@@ -425,8 +425,11 @@ def test_cli_infeasible_leaves_no_file(tmp_path: Path, capsys: pytest.CaptureFix
 
 def test_cli_never_overwrites_an_existing_output_on_failure(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     target = write(tmp_path, GOOD)
-    code, _, _ = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", target], capsys)
-    assert code == 3
+    code, _, err = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", target], capsys)
+    assert code == 2 and "give --force" in err  # an existing output is refused before any work
+    assert target.read_text() == GOOD and files_in(tmp_path) == ["pt.csv"]
+    code, _, _ = cli(["--max-noise", 5, "--variance", 1, "--js", 2, "--out", target, "--force"], capsys)
+    assert code == 3  # with --force, a failing generation still leaves the file as it was
     assert target.read_text() == GOOD and files_in(tmp_path) == ["pt.csv"]
 
 

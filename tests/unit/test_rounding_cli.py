@@ -76,7 +76,8 @@ def test_controlled_rounding_of_microdata_with_intervals(small_census, tmp_path:
     # with an evaluation output the report carries the private figures, and a second run gives
     # the same release (deterministic limits)
     again = tmp_path / "again.csv"
-    code, _, err = cli([*args[:-4], "--out", again, "--evaluation", evaluation, "--report", report], capsys)
+    code, _, err = cli([*args[:-4], "--out", again, "--evaluation", evaluation, "--report", report, "--force"],
+                       capsys)
     assert code == 0, err
     assert again.read_bytes() == out.read_bytes()
     private = json.loads(report.read_text())["private"]

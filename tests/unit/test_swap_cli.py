@@ -63,7 +63,8 @@ def test_swap_csv_keeps_codes_and_draws_a_seed(tmp_path: Path, capsys) -> None:
     code, stdout, err = cli(["swap", src, "--method", "random", "--geography", "area,small_area", "--swaprate", 0.2,
                              "--similar", "hsize", "--out", out], capsys)
     assert code == 0, err
-    assert "seed" in stdout and "give --seed" in stdout
+    # a drawn seed is a secret: stdout shows its fingerprint only
+    assert "seed drawn" in stdout and "fingerprint hmac-sha256:" in stdout
     got = pd.read_csv(out, dtype=str)
     assert got["small_area"].str.startswith("0R").all()
     assert sorted(got.groupby("area")["small_area"].apply(sorted).sum()) == sorted(

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 from collections.abc import Sequence
 
-from tabsafe.errors import InputError, TabsafeError, as_flag
+from tabsafe.errors import TabsafeError, as_flag
 
 #: command -> (module with add_arguments/run, one-line help). Modules load only when used.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -75,30 +76,42 @@ def _add_job_arguments(parser: argparse.ArgumentParser) -> None:
     if "--quiet" not in taken:  # a command may define it itself
         g.add_argument("--quiet", action="store_true", help="print nothing but errors")
     g.add_argument("--log-json", metavar="FILE",
-                   help="append one JSON line per progress event to FILE (machine-readable log)")
+                   help="append one JSON line per progress event to FILE (machine-readable log; a new file, or "
+                        "an earlier tabsafe log; removed again, or cut back, when the command fails)")
+    if "--force" not in taken:
+        g.add_argument("--force", action="store_true",
+                       help="replace output files that exist (never an input, nor a file an input names)")
     g.add_argument("--memory-limit", metavar="SIZE",
                    help="memory the job may use, e.g. 8GB (default: half of the machine); larger jobs are refused")
+
+
+def inputs(args: argparse.Namespace) -> list[str]:
+    """Every file the command's options name as something to read (for the log's check)."""
+    names = ("data", "table", "meta", "release", "config", "spec", "job", "ptable", "matrix", "keys")
+    found = [str(v) for n in names for v in [getattr(args, n, None)] if isinstance(v, (str, os.PathLike))]
+    for item in getattr(args, "hierarchy", None) or []:
+        found += [p.partition("=")[2].strip() for p in str(item).split(",") if "=" in p]
+    return found
 
 
 def _run(mod: object, args: argparse.Namespace) -> int:
     """Run a command with its feedback (progress on a terminal, JSON log) and memory budget."""
     import contextlib
-    import io
 
-    from tabsafe import memory, progress
+    from tabsafe import io, memory, progress
 
     listeners: list[progress.Listener] = []
-    if not args.quiet and sys.stderr.isatty():
-        listeners.append(progress.Terminal())
+    terminal = progress.Terminal() if not args.quiet and sys.stderr.isatty() else None
+    if terminal is not None:
+        listeners.append(terminal)
     with contextlib.ExitStack() as stack:
+        if terminal is not None:
+            stack.enter_context(progress.clearing(terminal))
+        stack.enter_context(io.replacing(bool(getattr(args, "force", False))))
         if args.log_json:
-            try:
-                stream = open(args.log_json, "a", encoding="utf-8")  # appended: a log never loses lines
-            except OSError as exc:
-                raise InputError(f"cannot open the log: {exc.strerror}", where=args.log_json) from None
-            listeners.append(progress.JsonLines(stream))
+            listeners.append(progress.JsonLines(stack.enter_context(io.log_file(args.log_json, inputs(args)))))
         if args.quiet:
-            stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+            stack.enter_context(contextlib.redirect_stdout(stack.enter_context(open(os.devnull, "w", encoding="utf-8"))))
         stack.enter_context(memory.limited(args.memory_limit))
         stack.enter_context(progress.reporting(*listeners))
         return int(mod.run(args) or 0)  # type: ignore[attr-defined]
@@ -125,6 +138,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
+    except OSError as exc:  # the machine's refusal (disk full, permission, a vanished file): one line
+        print(f"tabsafe: error: {_os_error(exc)}; nothing was written", file=sys.stderr)
+        return 1
+    except RecursionError:
+        print("tabsafe: error: an input is nested too deeply to read (a filter, a YAML or JSON file); nothing "
+              "was written", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("tabsafe: error: out of memory (the job's memory model did not foresee this; give a smaller table or "
+              "--memory-limit); nothing was written", file=sys.stderr)
+        return 1
+
+
+def _os_error(exc: OSError) -> str:
+    """An operating-system error as one line: what failed and where, never a file's content."""
+    import errno
+
+    what = {errno.ENOSPC: "no space left on the device", errno.EDQUOT: "disk quota exceeded"}.get(
+        exc.errno or 0, (exc.strerror or type(exc).__name__).lower())
+    where = exc.filename if isinstance(exc.filename, (str, bytes, os.PathLike)) else None
+    return f"{os.fsdecode(where)}: {what}" if where else what
 
 
 if __name__ == "__main__":  # pragma: no cover

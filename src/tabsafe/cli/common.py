@@ -174,5 +174,19 @@ def say(text: str, *, quiet: bool = False) -> None:
         print(text, file=sys.stdout)
 
 
+def say_seed(seed: int | None, *, given: int | None, random: bool, quiet: bool = False,
+             kept: str | None = None) -> None:
+    """After a run: the drawn seed's fingerprint on stdout (the seed itself only in private files,
+    :mod:`tabsafe.seeds`), and on stderr a warning when the user gave a random method a small seed."""
+    from tabsafe.seeds import seed_line, small_seed_warning
+
+    line = seed_line(seed, given=given, kept=kept)
+    if line:
+        say(line, quiet=quiet)
+    warning = small_seed_warning(given) if random else None
+    if warning:
+        print(f"tabsafe: warning: {warning}", file=sys.stderr)
+
+
 def describe(table: Any) -> str:
     return " × ".join(table.variables)

@@ -10,7 +10,6 @@ Ctrl-C leaves nothing partial behind.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,8 +17,12 @@ from typing import Any
 
 from tabsafe.cli.common import positive_int, seed_int
 
-#: What the demo writes in its folder (a folder holding only these may be written again).
-DEMO_ENTRIES = ("census", "tables", "releases", "summary.json", "report.html")
+def demo_entries() -> tuple[str, ...]:
+    """Every path the demo writes in its folder (a folder holding only these may be written again)."""
+    from tabsafe.synth import SYNTH_ENTRIES
+
+    return (*(f"census/{e}" for e in SYNTH_ENTRIES), *(f"tables/{t.name}.original.parquet" for t in STANDARD_TABLES),
+            *(f"releases/{t}.{_label(m, p)}.csv" for t, m, p in PROTECTIONS), "summary.json", "report.html")
 
 
 @dataclass(frozen=True)
@@ -52,7 +55,9 @@ PROTECTIONS: tuple[tuple[str, str, dict[str, Any]], ...] = (
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("--persons", type=positive_int, default=1_500_000, help="persons in the synthetic census")
-    parser.add_argument("--seed", type=seed_int, default=2026, help="seed of the census and of random methods")
+    parser.add_argument("--seed", type=seed_int, default=2026,
+                        help="seed of the synthetic census (random methods draw their own 63-bit seed, kept in the "
+                             "private summary.json)")
     parser.add_argument("--out", default="demo-output", metavar="DIR",
                         help="output folder (default demo-output): new, empty, or an earlier demo's (replaced)")
 
@@ -63,7 +68,7 @@ def _label(name: str, params: dict[str, Any]) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from tabsafe.evaluate.summary import risk_summary
-    from tabsafe.io import OutputFolder, read_meta, release_arrow, write_frame
+    from tabsafe.io import OutputFolder, read_meta, release_arrow, write_frame, write_json
     from tabsafe.model.hierarchy import Hierarchy
     from tabsafe.model.microdata import Microdata
     from tabsafe.model.spec import KeySpec
@@ -72,7 +77,12 @@ def run(args: argparse.Namespace) -> int:
     from tabsafe.synth import synth_census
     from tabsafe.tabulation import tabulate
 
-    folder = OutputFolder(args.out, DEMO_ENTRIES)
+    from tabsafe.seeds import draw_seed, fingerprint
+
+    folder = OutputFolder(args.out, demo_entries())
+    # the protections' seed is drawn, never the census seed everyone can read in the command line:
+    # with it and a release an intruder replays the noise (issue #25); it goes to the private summary
+    protect_seed = draw_seed()
     out = Path(args.out)
     start = time.perf_counter()
     with folder as tmp:
@@ -83,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
         md = Microdata.from_file(census.persons, codelists=codelists)
         tables_dir = tmp / "tables"
         tables_dir.mkdir()
-        summary: dict[str, Any] = {"persons": census.n_persons, "seed": args.seed, "tables": {}}
+        summary: dict[str, Any] = {"persons": census.n_persons, "census_seed": args.seed,
+                                   "protection_seed": protect_seed, "tables": {}}
         print("2. standard tables, every margin and subtotal (original counts: evaluation files)")
         print(f"   {'table':40s} {'cells':>9s} {'zeros':>9s} {'ones':>7s} {'twos':>7s} {'small %':>8s} {'secs':>6s}")
         tables = {}
@@ -115,23 +126,26 @@ def run(args: argparse.Namespace) -> int:
             method = build_method(method_name, params)
             label = _label(method_name, params)
             t0 = time.perf_counter()
-            result = method.protect(tables[table_name], seed=args.seed)
+            result = method.protect(tables[table_name], seed=protect_seed)
             secs = time.perf_counter() - t0
             write_frame(release_arrow(result.release), rel / f"{table_name}.{label}.csv")
             figures = dict(result.report.figures)
             summary.setdefault("protections", {})[f"{table_name}.{label}"] = {
-                "seconds": round(secs, 3), "params": method.params(), "seed": result.report.seed, **figures}
+                "seconds": round(secs, 3), "params": method.params(),
+                "seed_fingerprint": fingerprint(result.report.seed), **figures, **dict(result.report.private)}
             shown = ", ".join(f"{k} {v}" for k, v in list(figures.items())[:4])
             print(f"   {table_name:22s} {label:19s} {secs:6.2f} s  {shown}")
-        (tmp / "summary.json").write_text(json.dumps(summary, indent=2, default=str) + "\n", encoding="utf-8")
+        # figures of the original tables (zeros, ones, twos) and the seeds: a private file
+        write_json(tmp / "summary.json", summary, kind="evaluation")
         from tabsafe.evaluate.demo import write_demo_report
 
         t0 = time.perf_counter()
-        write_demo_report(md, census.directory, tmp, seed=args.seed,
+        write_demo_report(md, census.directory, tmp, seed=protect_seed,
                           params={method: params for _, method, params in reversed(PROTECTIONS)})
         print(f"4. evaluation report, every registered method side by side ({time.perf_counter() - t0:.1f} s) "
               f"-> {out / 'report.html'}")
     print(f"done in {time.perf_counter() - start:.1f} s. Outputs in {out}/: census/ (microdata, hierarchies), "
-          "tables/ (original counts: evaluation files), releases/ (protected tables), summary.json, report.html")
+          "tables/ (original counts: evaluation files), releases/ (protected tables), summary.json and report.html "
+          "(private: figures of the originals and the seeds)")
     print(f"report: {out / 'report.html'}")
     return 0

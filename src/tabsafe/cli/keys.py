@@ -7,7 +7,7 @@ import argparse
 from typing import TYPE_CHECKING
 
 from tabsafe.cli.common import positive_int, seed_int
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, reader_message
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -53,6 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from tabsafe.io import Outputs
     from tabsafe.model.microdata import FileSource
 
+    if not args.column.strip():
+        raise InputError("--column needs a name for the record-key column")
     source = FileSource.of(args.data)
     out = Outputs(inputs=[args.data])
     target = out.plan(args.out, kind="evaluation")  # the keys are the method's secret
@@ -65,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
             opts = pacsv.ConvertOptions(column_types={n: pa.string() for n in names}, strings_can_be_null=False)
             table = pacsv.read_csv(source.path, convert_options=opts)
     except (pa.ArrowInvalid, OSError) as exc:
-        raise InputError(f"cannot read data: {str(exc).splitlines()[0]}", where=args.data) from None
+        raise InputError(f"cannot read data: {reader_message(exc)}", where=args.data) from None
     if table.num_rows == 0:
         raise InputError("the data have no records", where=args.data)
     keyed = add_record_keys(table, seed=args.seed, column=args.column, digits=args.digits, modulus=args.modulus,

@@ -29,7 +29,17 @@ def run(args: argparse.Namespace) -> int:
     from tabsafe.service.settings import Settings
     from tabsafe.service.store import Store
 
+    data = Path(args.data)
+    if not data.is_dir():  # never make a folder, nor a store in one, for a mistyped path
+        raise InputError("--data is not a folder" if data.exists() else "--data folder does not exist", where=str(data))
     settings = Settings.load(data=args.data, config=args.config)
+    if not settings.store_path.parent.is_dir():
+        raise InputError("the store's folder does not exist", where=str(settings.store_path.parent))
+    if settings.store_path.exists() and not settings.store_path.is_file():
+        raise InputError("the store is not a file", where=str(settings.store_path))
+    if args.action != "add" and not settings.store_path.is_file():
+        raise InputError("no service store here yet (tabsafe keys-admin --data DIR add USER makes one)",
+                         where=str(settings.store_path))
     store = Store(settings.store_path)
     if args.action == "add":
         text, key = store.add_key(args.user, rate_per_minute=args.rate, quota_per_day=args.quota, note=args.note)

@@ -22,6 +22,7 @@ from tabsafe.cli.common import (
     input_paths,
     load_source,
     say,
+    say_seed,
     seed_int,
     split_list,
     table_spec,
@@ -138,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
     figures = ", ".join(f"{k} {v}" for k, v in report.figures.items() if not isinstance(v, (dict, list, tuple)))
     say(f"{chain.name}: wrote {result.release.table.n_cells:,} protected cells to {args.out}"
         + (f"; {figures}" if figures else ""), quiet=args.quiet)
-    if report.seed is not None and args.seed is None:
-        say(f"seed {report.seed} (drawn; give --seed {report.seed} to repeat this run)", quiet=args.quiet)
+    say_seed(report.seed, given=args.seed, random=chain.random, quiet=args.quiet,
+             kept=f"report {args.report}" if report_path is not None and report_kind == "evaluation" else None)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
     return 0

@@ -29,8 +29,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tabsafe.cli.common import add_output_arguments, say, seed_int, split_list
-from tabsafe.errors import InputError
+from tabsafe.cli.common import add_output_arguments, say, say_seed, seed_int, split_list
+from tabsafe.errors import InputError, reader_message, shown
 
 #: how many exposed cells the audit prints
 SHOWN = 10
@@ -100,7 +100,11 @@ def run_protect(args: argparse.Namespace) -> int:
     import yaml
 
     from tabsafe.cli.options import method_from_args
-    from tabsafe.io import Outputs, evaluation_arrow, read_meta, release_arrow
+    import os
+    import shutil
+    import tempfile
+
+    from tabsafe.io import Outputs, _umask, clean_stale, evaluation_arrow, read_meta, release_arrow, temp_prefix
     from tabsafe.model.microdata import InnerCells, Microdata
     from tabsafe.registry import get_method
     from tabsafe.release import ReleaseSpec
@@ -122,12 +126,25 @@ def run_protect(args: argparse.Namespace) -> int:
                          where=args.release)
     out_dir, made = _folder(args.out, "out")
     eval_dir, made_eval = _folder(args.evaluation, "evaluation") if args.evaluation else (None, False)
+    if eval_dir is not None and (eval_dir.resolve() == out_dir.resolve()):
+        raise InputError("--evaluation names the --out folder: evaluation files (originals) never sit beside the "
+                         "release; give another folder", where=str(eval_dir))
     if args.report and not args.report.lower().endswith(".json"):
         raise InputError("the report is JSON: give a .json file", where=args.report)
     inputs = [args.release, str(data) if data else None, *spec.input_files()]
+    # a new folder is built as a hidden temporary folder beside it and renamed into place when
+    # everything is written: a killed run leaves no empty --out folder (the next run removes its
+    # temporary folder, tabsafe.io.clean_stale)
+    final_out, final_eval = out_dir, eval_dir
+    building = []
     for folder, new in ((out_dir, made), (eval_dir, made_eval)):
         if folder is not None and new:
-            folder.mkdir()
+            clean_stale(folder.resolve().parent, folder.resolve().name)
+            building.append((Path(tempfile.mkdtemp(prefix=temp_prefix(folder.resolve().name),
+                                                   dir=folder.resolve().parent)), folder))
+    moved = dict((final, tmp) for tmp, final in building)
+    out_dir = moved.get(final_out, final_out)
+    eval_dir = moved.get(final_eval, final_eval) if final_eval is not None else None
     try:
         with Outputs(inputs=inputs) as out:
             kind = "evaluation" if args.keep_original else "release"
@@ -178,11 +195,14 @@ def run_protect(args: argparse.Namespace) -> int:
                 if result.audit is not None and report_kind == "evaluation":
                     payload["audit"] = result.audit.summary()
                 out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
+        for tmp, final in building:
+            os.chmod(tmp, 0o777 & ~_umask() if final is final_out else 0o700)
+            os.rename(tmp, final)  # fails if the folder appeared meanwhile: nothing is replaced
     except BaseException:
-        for folder, new in ((out_dir, made), (eval_dir, made_eval)):
-            if folder is not None and new and folder.is_dir() and not any(folder.iterdir()):
-                folder.rmdir()
+        for tmp, _ in building:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
+    out_dir = final_out
     report = result.report
     figures = ", ".join(f"{k} {v}" for k, v in report.figures.items() if not isinstance(v, (dict, list, tuple)))
     say(f"{chain.name}: wrote {len(spec.tables)} tables ({result.cells.n_cells:,} cells, "
@@ -191,8 +211,8 @@ def run_protect(args: argparse.Namespace) -> int:
     if result.audit is not None:
         say("release audit: no primary cell narrower than its protection, over all tables together",
             quiet=args.quiet)
-    if report.seed is not None and args.seed is None:
-        say(f"seed {report.seed} (drawn; give --seed {report.seed} to repeat this run)", quiet=args.quiet)
+    say_seed(report.seed, given=args.seed, random=method.random, quiet=args.quiet,
+             kept=f"report {args.report}" if args.report and report_kind == "evaluation" else None)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
     return 0
@@ -265,7 +285,7 @@ def _published_table(path: Path, name: str, by: Sequence[str] | None, hierarchie
     except InputError:
         raise
     except Exception as exc:  # noqa: BLE001 - pyarrow's parse errors have no common base
-        raise InputError(f"cannot read the table: {' '.join(str(exc).split())}", where=str(path)) from None
+        raise InputError(f"cannot read the table: {reader_message(exc)}", where=str(path)) from None
     names = data.schema.names
     if "count" not in names:
         raise InputError("a published table needs a 'count' column", where=str(path))
@@ -287,10 +307,16 @@ def _published_table(path: Path, name: str, by: Sequence[str] | None, hierarchie
         pos = d.hierarchy.position
         bad = [c for c in codes[d.variable] if c not in pos]
         if bad:
-            raise InputError(f"code {bad[0]!r} of {d.variable!r} is not in its hierarchy ({d.hierarchy.source})",
+            raise InputError(f"code {shown(bad[0])} of {d.variable!r} is not in its hierarchy ({d.hierarchy.source})",
                              where=str(path))
         positions.append(np.array([pos[c] for c in codes[d.variable]], dtype=np.int64))
     col = data.column("count")
+    import pyarrow as pa
+
+    if not (pa.types.is_integer(col.type) or pa.types.is_floating(col.type) or pa.types.is_null(col.type)):
+        # text where a count belongs (a hand-edited file): one line, not numpy's TypeError
+        raise InputError(f"table {name!r}: column 'count' holds {col.type} values, not numbers (a published count is "
+                         "a number, or empty for a hidden cell)", where=str(path))
     values = to_numpy(col, fill=0).astype(np.float64)
     values[~validity(col)] = np.nan
     table = Table.from_positions(tuple(dims), positions, {"count": values})
@@ -361,7 +387,8 @@ def run_audit(args: argparse.Namespace) -> int:
                              where=args.out)
         kind = kinds[suffix]
     with Outputs(inputs=list(args.release)) as out:
-        out_path = out.plan(args.out, kind="release") if args.out else None
+        # the audit's rows are the intervals an intruder derives, with every cell's status: private
+        out_path = out.plan(args.out, kind="evaluation") if args.out else None
         cells, published, bases, suppressed_min, _ = _published_release(args)
         lo, hi = published_bounds(cells, published, bases=bases, suppressed_min=suppressed_min)
         result = audit_release(cells, lo, hi, required=args.protection_level, published=published)

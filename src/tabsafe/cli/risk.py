@@ -38,7 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     g.add_argument("--zeros", nargs="?", const="1", metavar="M",
                    help="rows/columns with units in at most M categories (default 1: 100%% cells) and their zeros")
     add_output_arguments(parser, keep_original=False)
-    parser.add_argument("--summary", metavar="FILE.json", help="summary as JSON (default beside --out)")
+    parser.add_argument("--summary", metavar="FILE.json", help="summary as JSON (default: a side file beside --out, OUT.summary.json — "
+                                                                "refused if it exists, unless --force)")
 
 
 def _number(name: str, text: str | None, *, integer: bool = False) -> Any:

@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
 
     settings = Settings.load(data=args.data, config=args.config, host=args.host, port=args.port,
                              workers=args.workers)
+    _check_meta(settings.data)
     if args.prepare and settings.engine != "prepared":
         raise InputError(f"setting 'engine' is {settings.engine!r}: the records are counted where they are, "
                          f"there is nothing to prepare", where=args.config)
@@ -62,3 +63,20 @@ def run(args: argparse.Namespace) -> int:
         options = {k: v for k, v in common.items() if k not in ("host", "port")}
         return serve_workers(settings, options)
     return 0
+
+
+def _check_meta(data: object) -> None:
+    """The data folder's ``meta.yaml`` read as every command reads it, before anything is served:
+    an invalid one is one line naming the file (not a YAML parser's trace)."""
+    from pathlib import Path
+
+    from tabsafe.errors import InputError
+    from tabsafe.io import read_meta
+
+    folder = Path(str(data))
+    if not folder.is_dir():
+        raise InputError("--data folder does not exist" if not folder.exists() else "--data is not a folder",
+                         where=str(folder))
+    meta = folder / "meta.yaml"
+    if meta.exists():
+        read_meta(meta)

@@ -18,8 +18,8 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from tabsafe.cli.common import say, seed_int
-from tabsafe.errors import InputError
+from tabsafe.cli.common import say, say_seed, seed_int
+from tabsafe.errors import InputError, reader_message
 
 #: short names of the swapping methods
 ALIASES = {"targeted": "targeted-swap", "random": "random-swap"}
@@ -147,8 +147,8 @@ def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:
         shown = ", ".join(f"{k} {v}" for k, v in f.items() if not isinstance(v, (dict, list, tuple)))
         say(f"{report.method}: wrote {n_records:,} records to {args.out}" + (f"; {shown}" if shown else ""),
             quiet=args.quiet)
-    if args.seed is None and report.seed is not None:
-        say(f"seed {report.seed} (drawn; give --seed {report.seed} to repeat this run)", quiet=args.quiet)
+    say_seed(report.seed, given=args.seed, random=report.seed is not None, quiet=args.quiet,
+             kept=f"report {args.report}" if args.report else None)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
 
@@ -272,7 +272,7 @@ def _subset(source: Any, columns: Sequence[str] | None) -> Any:
             return None
         return pf.read(columns=list(columns))
     except (OSError, ValueError) as exc:  # pyarrow's errors derive from these
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = reader_message(exc)
         raise InputError(f"cannot read data: {first}", where=src.path) from None
 
 

@@ -22,7 +22,7 @@ import duckdb
 import pyarrow as pa
 
 from tabsafe.engines.base import SOURCE, Dialect
-from tabsafe.errors import InputError, TooLargeError
+from tabsafe.errors import InputError, TooLargeError, reader_message
 from tabsafe.model.microdata import ArrowSource, FileSource, Source
 
 # isnan() of a Parquet column is folded to false when the file's statistics (which leave NaN
@@ -140,7 +140,7 @@ class _Session:
             self._columns = {r[0]: _kind(r[1]) for r in self.con.execute(f"DESCRIBE {SOURCE}").fetchall()}
         except duckdb.Error as exc:
             self.close()
-            first = str(exc).strip().splitlines()[0]
+            first = reader_message(exc)
             raise InputError(f"cannot read data: {first}", where=self.where) from None
         except BaseException:
             self.close()
@@ -159,7 +159,7 @@ class _Session:
             raise TooLargeError(f"the engine ran out of memory: {str(exc).splitlines()[0]}", where=self.where,
                                 hint="raise the memory limit or tabulate fewer variables") from None
         except duckdb.Error as exc:
-            first = str(exc).strip().splitlines()[0]
+            first = reader_message(exc)
             raise InputError(f"cannot read data: {first}", where=self.where) from None
 
     def close(self) -> None:

@@ -34,7 +34,8 @@ import pyarrow as pa
 from tabsafe._arrow import from_numpy, strings, to_numpy
 from tabsafe._arrow import table as arrow_table
 from tabsafe.engines.base import SOURCE, Dialect, Engine, Session
-from tabsafe.errors import InputError, TooLargeError, param
+from tabsafe.errors import InputError, TooLargeError, param, shown_list
+from tabsafe.errors import shown as shown_code
 from tabsafe.model import filter as _filter
 from tabsafe.model.filter import compile_sql
 from tabsafe.model.hierarchy import TOTAL, Hierarchy
@@ -182,7 +183,7 @@ class _Plan:
         missing = [v for v in by if v not in self.columns]
         if missing:
             have = list(self.columns)
-            shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+            shown = shown_list(have)
             raise InputError(f"unknown variable {missing[0]!r}: not a column of the data (the data have: {shown})",
                              where=self.where_src)
         if isinstance(self.data, InnerCells) and self.data.count not in self.columns:
@@ -276,7 +277,7 @@ class _Plan:
             wanted.append((self.weight, "weight"))
         for name, option in wanted:
             if name not in self.columns:
-                shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+                shown = shown_list(have)
                 raise InputError(f"unknown variable {name!r} in {param(option)}; the data have: {shown}",
                                  where=self.where_src)
 
@@ -345,7 +346,7 @@ class _Plan:
                     where=self.where_src,
                 )
             worst = sorted(outside.items(), key=lambda kv: (-kv[1], str(kv[0])))
-            shown = ", ".join(f"{c!r} ({_plural(n, 'row')})" for c, n in worst[:3])
+            shown = ", ".join(f"{shown_code(c)} ({_plural(n, 'row')})" for c, n in worst[:3])
             more = f" and {len(worst) - 3} more" if len(worst) > 3 else ""
             raise InputError(
                 f"variable {var!r} has value(s) outside its codelist: {shown}{more}", where=self.where_src

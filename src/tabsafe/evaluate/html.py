@@ -578,9 +578,10 @@ def _section_params(ev: Evaluation) -> str:
     return ('<section id="params"><h2>Parameters and seeds</h2><table id="parameters"><thead><tr><th>#</th>'
             '<th class="l">setting</th><th>seed</th><th class="l">steps: parameters and step seeds</th></tr></thead>'
             '<tbody>' + "".join(rows) + '</tbody></table><h3>Configuration (rerun with <code>tabsafe evaluate '
-            f'CONFIG.yaml</code>)</h3><pre id="config">{_e(config)}</pre><p class="note">A chain with seed S gives '
-            "its k-th step the seed drawn from SeedSequence(S) (as <code>tabsafe protect --method A,B --seed S"
-            "</code> does).</p></section>")
+            f'CONFIG.yaml</code>)</h3><pre id="config">{_e(config)}</pre><p class="note">A run with seed S draws '
+            "the noise of its k-th step from SeedSequence(S, spawn_key=(k,)), a method alone being step 0 (as "
+            "<code>tabsafe protect --method A,B --seed S</code> does). This report is private: seeds undo the "
+            "noise.</p></section>")
 
 
 def _section_data(ev: Evaluation) -> str:

@@ -65,7 +65,8 @@ class SettingRun:
     Attributes:
         setting: the setting.
         seed: the seed used (drawn when the setting had none and is random), or None.
-        step_seeds: the seed of each step (``tabsafe.pipeline.step_seeds``).
+        step_seeds: the seed each step was given (the run's; ``tabsafe.pipeline.step_seeds``),
+            from which step ``k`` draws ``tabsafe.seeds.stream_seed(seed, k)``.
         reports: per table, the report of its protection (as JSON, published figures only).
         microdata_reports: the microdata steps' reports (as JSON, published figures only).
         method_measures: information gain and differencing risk (from the cell distribution),
@@ -384,10 +385,10 @@ def _run_setting(config: EvaluationConfig, number: int, setting: Setting,
     seeds = step_seeds(seed, len(chain.methods))
     data = state.md
     micro_reports = []
-    for m, s in zip(chain.methods, seeds):
+    for k, (m, s) in enumerate(zip(chain.methods, seeds)):
         if isinstance(m, MicrodataMethod):
             progress.report("evaluation", phase="microdata", setting=setting.label, method=m.name)
-            res = m.perturb(data, seed=s)
+            res = m.perturb(data, seed=s, step=k)
             data = res.microdata
             micro_reports.append(res.report)
     records = None

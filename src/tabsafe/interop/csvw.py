@@ -64,7 +64,7 @@ def csvw_metadata(release: Release, report: Report | None, *, csv_name: str, col
     }
     if report is not None:
         public = report.to_json(evaluation=False)
-        notes.update({"method": public["method"], "parameters": public["params"], "seed": public["seed"],
+        notes.update({"method": public["method"], "parameters": public["params"], "seed_fingerprint": public["seed_fingerprint"],
                       "figures": public["figures"], "method_notes": public["notes"]})
     doc: dict[str, Any] = {
         "@context": "http://www.w3.org/ns/csvw",

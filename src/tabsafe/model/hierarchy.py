@@ -19,7 +19,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, shown, shown_list
 
 TOTAL = "Total"
 
@@ -27,7 +27,7 @@ TOTAL = "Total"
 def _code(value: Any) -> str:
     """Codes are strings; YAML may hand us ints (``1``) that mean the code ``"1"``."""
     if isinstance(value, bool) or value is None:
-        raise InputError(f"code {value!r} is not a valid category code")
+        raise InputError(f"code {shown(value)} is not a valid category code")
     text = str(value).strip()
     if not text:
         raise InputError("empty category code")
@@ -58,17 +58,17 @@ class Hierarchy:
             raise InputError(f"{self.source}: the root {self.total!r} must come first")
         if len(set(self.order)) != len(self.order):
             dup = next(c for i, c in enumerate(self.order) if c in self.order[:i])
-            raise InputError(f"{self.source}: code {dup!r} appears more than once")
+            raise InputError(f"{self.source}: code {shown(dup)} appears more than once")
         for code in self.order[1:]:
             parent = self.parents.get(code)
             if parent is None:
-                raise InputError(f"{self.source}: code {code!r} has no parent")
+                raise InputError(f"{self.source}: code {shown(code)} has no parent")
             if parent not in children:
-                raise InputError(f"{self.source}: parent {parent!r} of {code!r} is not a code")
+                raise InputError(f"{self.source}: parent {shown(parent)} of {shown(code)} is not a code")
             children[parent].append(code)
         if set(self.parents) - set(self.order):
             extra = sorted(set(self.parents) - set(self.order))[0]
-            raise InputError(f"{self.source}: code {extra!r} is not in the display order")
+            raise InputError(f"{self.source}: code {shown(extra)} is not in the display order")
         _check_acyclic(self.parents, self.total, self.source)
         object.__setattr__(self, "_children", {k: tuple(v) for k, v in children.items()})
 
@@ -135,7 +135,7 @@ class Hierarchy:
         children: dict[str, list[str]] = {}
         for code, parent in mapping.items():
             if parent != total and parent not in mapping:
-                raise InputError(f"{source}: parent {parent!r} of {code!r} is not a code")
+                raise InputError(f"{source}: parent {shown(parent)} of {shown(code)} is not a code")
             children.setdefault(parent, []).append(code)
         order: list[str] = []
         stack = [total]
@@ -172,7 +172,7 @@ class Hierarchy:
                 raise InputError(f"{source} line {lineno}: empty code")
             if depth > len(stack):
                 raise InputError(
-                    f"{source} line {lineno}: {code!r} is {depth - len(stack) + 1} levels below the "
+                    f"{source} line {lineno}: {shown(code)} is {depth - len(stack) + 1} levels below the "
                     "line before it (each level adds one '@')"
                 )
             del stack[depth:]
@@ -181,8 +181,8 @@ class Hierarchy:
                 raise InputError(f"{source} line {lineno}: a code may not be named {total!r}")
             if code in parents:
                 raise InputError(
-                    f"{source} line {lineno}: code {code!r} appears again "
-                    f"(under {parents[code]!r} and {parent!r}); every code needs exactly one parent"
+                    f"{source} line {lineno}: code {shown(code)} appears again "
+                    f"(under {shown(parents[code])} and {shown(parent)}); every code needs exactly one parent"
                 )
             parents[code] = parent
             order.append(code)
@@ -297,7 +297,7 @@ class Hierarchy:
         known = set(codelist)
         missing = [c for c in self.leaves if c not in known]
         if missing:
-            shown = ", ".join(repr(c) for c in missing[:3]) + (" …" if len(missing) > 3 else "")
+            shown = shown_list(missing, 3)
             raise InputError(
                 f"{self.source}: {len(missing)} leaf code(s) not in the codelist of {variable!r}: {shown}"
             )

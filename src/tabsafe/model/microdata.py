@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from tabsafe.errors import InputError
+from tabsafe.errors import InputError, reader_message
 from tabsafe.model.hierarchy import Hierarchy
 
 
@@ -158,7 +158,7 @@ def read_source(source: Source) -> pa.Table:
     except InputError:
         raise
     except (OSError, UnicodeDecodeError, pa.ArrowException) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        first = reader_message(exc)
         raise InputError(f"cannot read data: {first}", where=path) from None
 
 

@@ -61,14 +61,18 @@ class Report:
         object.__setattr__(self, "steps", tuple(self.steps))
 
     def to_json(self, *, evaluation: bool = False) -> dict[str, Any]:
-        """The report as plain data; ``private`` figures only when ``evaluation``."""
-        out: dict[str, Any] = {
-            "method": self.method,
-            "params": thaw(self.params),
-            "seed": self.seed,
-            "figures": thaw(self.figures),
-            "notes": list(self.notes),
-        }
+        """The report as plain data; the seed and ``private`` figures only when ``evaluation``
+        (a private record), the seed's fingerprint always."""
+        from tabsafe.seeds import fingerprint
+
+        out: dict[str, Any] = {"method": self.method, "params": thaw(self.params)}
+        # the seed undoes the noise: it goes to private records only; a public report carries its
+        # fingerprint, enough to check that a rerun used the same seed (tabsafe.seeds)
+        if evaluation:
+            out["seed"] = self.seed
+        out["seed_fingerprint"] = fingerprint(self.seed)
+        out["figures"] = thaw(self.figures)
+        out["notes"] = list(self.notes)
         if evaluation:
             out["private"] = thaw(self.private)
         if self.steps:

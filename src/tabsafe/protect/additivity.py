@@ -826,6 +826,14 @@ class Additivity(TableMethod):
         n = cells.n_cells
         figures: dict[str, Any] = {
             "cells": n,
+            "bound": res.bound_kind,
+            "status": res.status,
+            "programs": res.programs,
+            "seconds": round(res.seconds, 2),
+        }
+        # distances from the input are figures of the originals when additivity runs on them (alone,
+        # or after a microdata method): private, for evaluation outputs only (issue #25)
+        private: dict[str, Any] = {
             "cells_changed": int(np.count_nonzero(moved)),
             "share_changed": round(int(np.count_nonzero(moved)) / n, 4) if n else 0.0,
             "max_abs_change": int(np.abs(values - before).max(initial=0)),
@@ -835,11 +843,7 @@ class Additivity(TableMethod):
             # objective, bound and gap are in those units (equal to the distance without kept cells)
             "objective": round(res.objective, 1),
             "lower_bound": res.lower_bound,
-            "bound": res.bound_kind,
             "gap": None if res.gap is None else round(res.gap, 4),
-            "status": res.status,
-            "programs": res.programs,
-            "seconds": round(res.seconds, 2),
         }
         notes = list(res.notes)
         if self.fixed or self.fixed_margins:
@@ -856,7 +860,7 @@ class Additivity(TableMethod):
                 notes.append(f"{lost.size:,} of the cells to keep could not be kept (they did not add up): {shown}"
                              + (" …" if lost.size > 5 else ""))
         notes.append("every margin and subtotal is the sum of the inner cells under it")
-        return Outcome(cells=cells, release={"count": values}, figures=figures, notes=tuple(notes))
+        return Outcome(cells=cells, release={"count": values}, figures=figures, private=private, notes=tuple(notes))
 
 
 def _codes(table: Table, row: int) -> dict[str, str]:

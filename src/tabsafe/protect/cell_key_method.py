@@ -226,8 +226,10 @@ class CellKeyMethod(TableMethod):
             evaluation["ckey_int"] = table.column("ckey_int")
         n = table.n_cells
         changed = int(np.count_nonzero(noise))
-        figures: dict[str, Any] = {
-            "cells": n,
+        figures: dict[str, Any] = {"cells": n}
+        # how many cells the noise changed and by how much are figures of the originals (the noise
+        # is published minus original): private, for evaluation outputs only (issue #25)
+        private: dict[str, Any] = {
             "cells_changed": changed,
             "share_changed": round(changed / n, 4) if n else 0.0,
             "mean_abs_noise": round(float(np.abs(noise).sum()) / n, 4) if n else 0.0,
@@ -250,11 +252,11 @@ class CellKeyMethod(TableMethod):
             release[f"mean_{self.magnitude}"] = perturbed_mean(pert, perturbed)
             evaluation[f"original_{col}"] = values
             nz = values != 0
-            figures["magnitude_mean_relative_deviation"] = round(
+            private["magnitude_mean_relative_deviation"] = round(
                 float(np.mean(np.abs(pert[nz] - values[nz]) / np.abs(values[nz]))) if nz.any() else 0.0, 5
             )
         return Outcome(
-            cells=table, release=release, evaluation=evaluation, figures=figures,
+            cells=table, release=release, evaluation=evaluation, figures=figures, private=private,
             notes=tuple(notes),
         )
 

@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from tabsafe.capabilities import Capabilities
-from tabsafe.errors import InputError, param
+from tabsafe.errors import InputError, param, shown_list
 from tabsafe.method import Examples, MicrodataMethod, MicrodataOutcome
 from tabsafe.params import Int, Real, Text, TextList, parameter
 
@@ -148,7 +148,7 @@ class PerturbationWeights(MicrodataMethod):
         names = records.column_names
         for col, option in [*((v, "strata") for v in self.strata), (self.household, "household")]:
             if col not in names:
-                shown = ", ".join(names[:12]) + (" …" if len(names) > 12 else "")
+                shown = shown_list(names)
                 raise InputError(f"unknown variable {col!r} in {param(option)}; the data have: {shown}",
                                  where=microdata.source.describe())
         if self.weight in names and self.weight != microdata.weight:

@@ -29,6 +29,7 @@ from functools import partial
 import numpy as np
 import scipy.sparse as sp
 
+from tabsafe import progress
 from tabsafe.errors import InputError
 from tabsafe.release.cells import ReleaseCells
 from tabsafe.risk.intervals import independent_parts, spread, widen
@@ -206,9 +207,13 @@ def audit_release(
     A_U = sp.csr_matrix(A_U[rows])
     A_K = sp.csr_matrix(A[rows][:, K])
     b = -(A_K @ fixed) if K.size else np.zeros(rows.size)
+    total = int(np.count_nonzero(want[U]))
+    done = 0
+    progress.report("release audit", phase="cells", done=0, total=total)
     for cols, crow in independent_parts(A_U):
         members = U[cols]
         aim = np.flatnonzero(want[members])
+        done += int(aim.size)
         if aim.size == 0:
             continue
         if crow.size == 0:  # in no relation: only its own bounds are known
@@ -232,6 +237,10 @@ def audit_release(
         spread(sub, b[crow], lo[members], hi[members], start, aim, need, seen_lo, seen_hi)
         for i, w in enumerate(aim.tolist()):
             cell = int(members[w])
+            # a rounded release audits every cell with two programs each: minutes on a large one
+            if i % 64 == 0:
+                progress.report("release audit", phase="cells", done=done - aim.size + i, total=total,
+                                exposed=len(exposed))
             if seen_hi[i] - seen_lo[i] >= need[i] - _TOL and math.isfinite(seen_hi[i]):
                 out_lo[cell], out_hi[cell] = seen_lo[i], seen_hi[i]
                 continue
@@ -247,6 +256,7 @@ def audit_release(
                 exposed.append(ExposedCell(cell, namer(cell, hidden=True), *namer.where(cell, hidden=True),
                                            float(low.value), float(high.value),
                                            float(need[i]), _derivation(namer, crow, (low, high), A_K, K, fixed)))
+    progress.report("release audit", phase="cells", done=total, total=total, exposed=len(exposed), final=True)
     audited = want.copy()
     return ReleaseAudit(cells, lo, hi, out_lo, out_hi, audited, tuple(sorted(exposed, key=lambda e: e.cell)))
 

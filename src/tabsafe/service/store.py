@@ -22,6 +22,7 @@ import hashlib
 import hmac
 import io
 import json
+import os
 import secrets
 import sqlite3
 import threading
@@ -137,6 +138,7 @@ class Store:
         self._local = threading.local()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+            os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # key hashes, every query: private (#25)
             db = self._db()
             fresh = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'usage_day'").fetchone() is None
             db.executescript(SCHEMA)

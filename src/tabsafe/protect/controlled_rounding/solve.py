@@ -321,12 +321,13 @@ def _polish(problem: Problem, work: Work, kind: SolutionKind, tuning: Tuning, va
     """The neighbourhood search from an additive rounding (``optimal`` only), and the result."""
     first_seconds = work.seconds
     if status != "optimal" and kind is SolutionKind.OPTIMAL and objective(problem.z, values) > lower:
-        before = objective(problem.z, values)
         imp = improve(problem, values, work, tuning, target=lower)
         values = imp.values
         if imp.proven:
             status = "optimal"
-        notes.append(f"improved from {before:,} by searching {imp.boxes:,} neighbourhoods of about "
+        # the objective before and after is a distance from the original counts: it goes to the
+        # private figures (objective), never into a public note
+        notes.append(f"improved the first rounding by searching {imp.boxes:,} neighbourhoods of about "
                      f"{tuning.neighbourhood_cells:,} cells (each solved exactly with the rest of the table fixed)"
                      + (f"; stopped after {tuning.stall} in a row without improvement" if imp.stalled else ""))
     if objective(problem.z, values) <= lower:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from tabsafe._arrow import from_numpy, to_numpy
-from tabsafe.errors import InputError, param
+from tabsafe.errors import InputError, param, shown_list
 
 #: Above this many possible combinations a combined code is compressed with np.unique instead
 #: of counted with np.bincount.
@@ -179,7 +179,7 @@ def check_columns(table: pa.Table | Sequence[str], wanted: Sequence[tuple[str, s
     have = list(table.column_names) if isinstance(table, pa.Table) else list(table)
     for name, option in wanted:
         if name not in have:
-            shown = ", ".join(have[:12]) + (" …" if len(have) > 12 else "")
+            shown = shown_list(have)
             raise InputError(f"unknown variable {name!r} in {param(option)}; the data have: {shown}", where=where)
 
 

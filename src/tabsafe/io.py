@@ -110,12 +110,22 @@ def _named_in_yaml(path: Path) -> list[Path]:
             stack += list(item.values())
         elif isinstance(item, list):
             stack += item
-        elif isinstance(item, str) and 0 < len(item) < 4096 and "\n" not in item:
+        elif isinstance(item, str) and 0 < len(item) < 4096 and "\n" not in item and _looks_like_a_file(item):
             with contextlib.suppress(OSError, ValueError):
                 candidate = Path(item) if Path(item).is_absolute() else path.parent / item
                 if candidate.is_file():
                     found.append(candidate)
     return found
+
+
+def _looks_like_a_file(text: str) -> bool:
+    """A string a YAML file may name a file with: it holds a path separator or ends in a file
+    suffix. Codelists (thousands of codes such as ``R1A001`` in a census's meta.yaml) are not
+    looked up on disk one by one: that cost a second at every command's start."""
+    if "/" in text or os.sep in text:
+        return True
+    suffix = text.rpartition(".")[2] if "." in text else ""
+    return 0 < len(suffix) <= 8 and suffix.isalpha()
 
 
 def check_output(path: str | os.PathLike[str], *, inputs: Sequence[Path] = (), planned: Iterable[Path] = (),

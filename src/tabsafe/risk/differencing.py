@@ -91,7 +91,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import scipy.sparse as sp
-import yaml
 
 from tabsafe.errors import InputError, param
 from tabsafe.model import filter as flt
@@ -234,30 +233,15 @@ class DifferencingSpec:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> DifferencingSpec:
         """Read a SPEC file (format in the module docstring); paths are relative to it."""
-        from tabsafe.io import load_yaml, read_meta
+        from tabsafe.io import read_meta
+        from tabsafe.model.config import check_keys, read_yaml
 
         path = Path(path)
         where = str(path)
-        try:
-            raw = load_yaml(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise InputError("no such file", where=where) from None
-        except IsADirectoryError:
-            raise InputError("the spec is a folder, not a file", where=where) from None
-        except OSError as exc:
-            raise InputError(f"cannot read the spec: {exc.strerror}", where=where) from None
-        except UnicodeDecodeError:
-            raise InputError("the spec is not UTF-8 text", where=where) from None
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            at = f" (line {mark.line + 1})" if mark is not None else ""
-            raise InputError(f"the spec is not valid YAML{at}", where=where) from None
+        raw = read_yaml(path, what="spec")
         if not isinstance(raw, Mapping):
             raise InputError("the spec must be a YAML mapping with 'data' and 'tables'", where=where)
-        known = {"data", "table", "count", "meta", "threshold", "max_order", "derived", "tables"}
-        unknown = sorted(set(map(str, raw)) - known)
-        if unknown:
-            raise InputError(f"unknown key {unknown[0]!r} (allowed: {', '.join(sorted(known))})", where=where)
+        check_keys(raw, {"data", "table", "count", "meta", "threshold", "max_order", "derived", "tables"}, where)
         base = path.parent
         if "data" in raw and "table" in raw:
             raise InputError("give either 'data' (microdata) or 'table' + 'count' (inner cells), not both",

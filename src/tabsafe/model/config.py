@@ -12,7 +12,6 @@ service settings (:mod:`tabsafe.service.settings`) are read through this module,
   a YAML error).
 - :func:`check_keys`: an unknown key is an error naming the key, where it is and the closest
   known key ("did you mean").
-- :func:`expect`: a value of the wrong type is an error naming the key and the type wanted.
 - :func:`resolve_path`: a relative path in a file is relative to the file's folder.
 """
 
@@ -26,8 +25,7 @@ from typing import Any
 
 from tabsafe.errors import InputError
 
-__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "check_keys", "did_you_mean", "expect", "read_yaml",
-           "resolve_path"]
+__all__ = ["MAX_BYTES", "MAX_DEPTH", "MAX_VALUES", "check_keys", "did_you_mean", "read_yaml", "resolve_path"]
 
 #: The largest configuration file read (a release of hundreds of tables is a few kilobytes).
 MAX_BYTES = 4 * 2**20
@@ -125,20 +123,6 @@ def check_keys(mapping: Mapping[Any, Any], known: Iterable[str], where: str, *, 
         place = f"{inside}: " if inside else ""
         raise InputError(f"{place}unknown key {unknown[0]!r}{did_you_mean(unknown[0], known)}; "
                          f"known: {', '.join(sorted(known))}", where=where)
-
-
-_TYPE_NAMES = {str: "a text", int: "an integer", float: "a number", bool: "true or false", list: "a list",
-               dict: "a mapping", Mapping: "a mapping"}
-
-
-def expect(value: Any, types: type | tuple[type, ...], key: str, where: str) -> Any:
-    """``value`` when it is of ``types`` (a bool is no number), else one line naming the key."""
-    wanted = types if isinstance(types, tuple) else (types,)
-    ok = isinstance(value, wanted) and not (isinstance(value, bool) and bool not in wanted)
-    if not ok:
-        names = " or ".join(_TYPE_NAMES.get(t, t.__name__) for t in wanted)
-        raise InputError(f"{key!r} must be {names}; got {value!r}", where=where)
-    return value
 
 
 def resolve_path(value: Any, base: str | os.PathLike[str], what: str, where: str) -> Path:

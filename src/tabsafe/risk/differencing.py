@@ -234,7 +234,7 @@ class DifferencingSpec:
     def from_yaml(cls, path: str | os.PathLike[str]) -> DifferencingSpec:
         """Read a SPEC file (format in the module docstring); paths are relative to it."""
         from tabsafe.io import read_meta
-        from tabsafe.model.config import check_keys, read_yaml
+        from tabsafe.model.config import check_keys, read_yaml, resolve_path
 
         path = Path(path)
         where = str(path)
@@ -256,19 +256,15 @@ class DifferencingSpec:
                 raise InputError("'count' goes with 'table' (inner cells), not with 'data'", where=where)
         else:
             raise InputError("the spec needs 'data' (microdata file) or 'table' + 'count'", where=where)
-        if not isinstance(data, str) or not data:
-            raise InputError("'data'/'table' must be a file name", where=where)
-        data_path = (base / data) if not Path(data).is_absolute() else Path(data)
+        data_path = resolve_path(data, base, "'data'/'table'", where)
         if not data_path.is_file():
             raise InputError("no such data file", where=str(data_path))
         files = [where]
         codelists: dict[str, Hierarchy] = {}
         if raw.get("meta") is not None:
-            meta = raw["meta"]
-            if not isinstance(meta, str):
-                raise InputError("'meta' must be a file name", where=where)
-            codelists = read_meta(base / meta)
-            files.append(str(base / meta))
+            meta = resolve_path(raw["meta"], base, "'meta'", where)
+            codelists = read_meta(meta)
+            files.append(str(meta))
         source = FileSource.of(data_path)
         frame: Microdata | InnerCells = (InnerCells(source=source, count=count, codelists=codelists) if count
                                          else Microdata(source=source, codelists=codelists))

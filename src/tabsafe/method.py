@@ -49,9 +49,9 @@ if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
 
 __all__ = [
+    "MAX_SEED",
     "CellDistribution",
     "Examples",
-    "MAX_SEED",
     "Method",
     "MicrodataMethod",
     "MicrodataOutcome",
@@ -269,20 +269,23 @@ class MicrodataMethod(Method):
     def perturb(self, microdata: Microdata, *, seed: int | None = None, engine: Any = None) -> MicrodataProtection:
         """Perturb the records; a random method without a seed draws one and records it.
 
-        ``engine``: ``None`` or ``"duckdb"`` (the embedded engine) perturbs in this process;
-        another engine, by name or as an object (``"spark"``, a ``SparkEngine``), runs the
-        method's form for that engine (:meth:`apply_on`) — the same result for the same seed."""
+        ``engine``: ``None`` or an embedded engine (one that reads the records into this
+        process, :attr:`tabsafe.engines.base.Engine.embedded`) perturbs in this process; another
+        engine, by name or as an object, runs the method's form for that engine
+        (:meth:`apply_on`) — the same result for the same seed."""
         from tabsafe.model.microdata import Microdata
 
         if not isinstance(microdata, Microdata):
             raise InputError(f"method {self.name!r} perturbs Microdata; got {type(microdata).__name__}")
         used = self._seed(seed)
-        if engine is None or engine == "duckdb" or getattr(engine, "name", None) == "duckdb":
+        if engine is None:
             out = self.apply(microdata, used)
         else:
-            from tabsafe.registry import get_engine
+            from tabsafe.engines import get_engine
 
-            out = self.apply_on(get_engine(engine), microdata, used)
+            runner = get_engine(engine)
+            out = (self.apply(microdata, used) if getattr(runner, "embedded", False)
+                   else self.apply_on(runner, microdata, used))
         if not isinstance(out, MicrodataOutcome):
             raise TypeError(f"method {self.name!r}: apply() must return a MicrodataOutcome")
         report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
@@ -303,8 +306,10 @@ class MicrodataMethod(Method):
     def apply_on(self, engine: Any, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
         """The perturbation on ``engine`` (methods with a distributed form override it; their
         result must be :meth:`apply`'s for the same seed)."""
+        from tabsafe.engines import DEFAULT_ENGINE
+
         raise InputError(f"method {self.name!r} runs in this process only: it has no form for the "
-                         f"{engine.name!r} engine; run it with the embedded engine ('duckdb')")
+                         f"{engine.name!r} engine; run it with the embedded engine ({DEFAULT_ENGINE!r})")
 
     def columns(self) -> tuple[str, ...] | None:
         """The variables the method reads and may change, or None (every variable). A caller may

@@ -29,17 +29,8 @@ from tabsafe.cli.common import (
 from tabsafe.errors import InputError
 
 
-def _methods_in(argv: Sequence[str]) -> list[str]:
-    """The names given to ``--method`` on a command line."""
-    for i, arg in enumerate(argv):
-        if arg == "--method" and i + 1 < len(argv):
-            return [p.strip() for p in argv[i + 1].split(",") if p.strip()]
-        if arg.startswith("--method="):
-            return [p.strip() for p in arg.split("=", 1)[1].split(",") if p.strip()]
-    return []
-
-
 def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
+    from tabsafe.cli.options import methods_in
     from tabsafe.cli.release import add_protect_arguments, wants_release
     from tabsafe.registry import get_method, method_names
 
@@ -59,7 +50,7 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
                         help="also write the evaluation values (originals, keys, statuses): a private file")
     parser.add_argument("--report", metavar="FILE.json", help="also write the method's report as JSON")
     classes = []
-    for name in _methods_in(list(argv)):
+    for name in methods_in(list(argv)):
         try:
             classes.append(get_method(name))
         except InputError:

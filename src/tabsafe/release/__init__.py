@@ -7,7 +7,7 @@
 * :mod:`.protect` — :func:`protect_release` (jointly for methods that can, each table alone for
   methods consistent by construction) and :func:`tabulate_release`.
 
-The audit of a release as published is :mod:`tabsafe.risk.release_audit`.
+The audit of a release as published is :mod:`tabsafe.release.audit`.
 """
 
 from tabsafe.release.cells import Concept, ReleaseCells

@@ -10,7 +10,7 @@ comes out different in two of them (a random rounding would tell an intruder two
 cell), so only methods consistent by construction pass (the cell key method: the same records
 give the same key, hence the same noise, in every table).
 
-Cell suppression is then audited as published (:mod:`tabsafe.risk.release_audit`, the
+Cell suppression is then audited as published (:mod:`tabsafe.release.audit`, the
 intruder's interval programs over all tables at once, on the published values only): a release
 in which a primary cell is narrower than its protection is refused, not written.
 """
@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.errors import InputError, MethodError, Reason
 from tabsafe.model.result import Protection, Report
 from tabsafe.model.table import Table
@@ -32,7 +33,7 @@ from tabsafe.release.spec import ReleaseSpec
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.method import TableMethod
     from tabsafe.model.microdata import InnerCells, Microdata
-    from tabsafe.risk.release_audit import ReleaseAudit
+    from tabsafe.release.audit import ReleaseAudit
 
 __all__ = ["JointMethod", "ReleaseProtection", "protect_release", "tabulate_release"]
 
@@ -79,7 +80,7 @@ def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine:
     from tabsafe.tabulation import tabulate
 
     # one engine object for every table (a local Spark session is started once)
-    engine = get_engine(engine if engine is not None else (spec.engine or "duckdb"))
+    engine = get_engine(engine if engine is not None else (spec.engine or DEFAULT_ENGINE))
 
     out = []
     for t in spec.tables:
@@ -156,7 +157,7 @@ def _check_consistent(cells: ReleaseCells, protections: Sequence[Protection], me
 def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) -> ReleaseAudit | None:
     """The release audit of a suppressed release, on the published values only: every primary
     cell must keep its protection."""
-    from tabsafe.risk.release_audit import audit_release, published_bounds
+    from tabsafe.release.audit import audit_release, published_bounds
 
     if not all(p.release.table.has("status") and p.evaluation.has("reason") for p in protections):
         return None

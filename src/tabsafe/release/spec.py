@@ -19,7 +19,7 @@ the same codes: an alternative hierarchy) and a sub-population in tabsafe's filt
         where: activity = EMP
 
 Paths are relative to the config file. The same layout describes a release *as published*
-(for :mod:`tabsafe.risk.release_audit`): each table then names its ``file`` (as written by
+(for :mod:`tabsafe.release.audit`): each table then names its ``file`` (as written by
 ``tabsafe protect``: codes, ``count`` empty where suppressed) and, for rounded tables, the
 rounding ``base``; ``data`` is not needed. ``tabsafe protect --release`` writes such a manifest
 beside the tables it writes.

@@ -92,6 +92,7 @@ import numpy as np
 import pandas as pd
 import scipy.sparse as sp
 
+from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.errors import InputError, param
 from tabsafe.model import filter as flt
 from tabsafe.model.hierarchy import TOTAL, Hierarchy
@@ -703,7 +704,7 @@ def _strict_subsets(overlaps: pd.DataFrame, sizes: np.ndarray) -> pd.DataFrame:
 
 
 def audit(spec: DifferencingSpec, *, threshold: int | None = None, max_order: int | None = None,
-          engine: Any = "duckdb") -> AuditResult:
+          engine: Any = DEFAULT_ENGINE) -> AuditResult:
     """Find every new sliver the release determines by differencing nested cells (and chains).
 
     Source: seed 000 §5.2 (geographical, linking and sub-population/recoding differencing,

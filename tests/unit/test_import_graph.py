@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Iterator, Mapping
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -47,7 +47,7 @@ def _imports(tree: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
         stack.extend(ast.iter_child_nodes(node))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _graph(src: Path) -> dict[str, frozenset[str]]:
     return {m: frozenset(t) for m, t in _read_graph(src).items()}
 

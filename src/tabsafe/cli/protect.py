@@ -26,12 +26,12 @@ from tabsafe.cli.common import (
     split_list,
     table_spec,
 )
+from tabsafe.cli.options import add_method_options, files_read, method_from_args, methods_in
+from tabsafe.cli.release import add_protect_arguments, run_protect, wants_release
 from tabsafe.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
-    from tabsafe.cli.options import methods_in
-    from tabsafe.cli.release import add_protect_arguments, wants_release
     from tabsafe.registry import get_method, method_names
 
     if wants_release(argv):  # the tables of a release config, together (tabsafe.cli.release)
@@ -56,17 +56,13 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
         except InputError:
             continue  # reported with one line when the command runs
     if classes:
-        from tabsafe.cli.options import add_method_options
-
         add_method_options(parser, classes)
 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "release", None):
-        from tabsafe.cli.release import run_protect
 
         return run_protect(args)
-    from tabsafe.cli.options import files_read, method_from_args
     from tabsafe.io import Outputs, evaluation_arrow, output_format, release_arrow
     from tabsafe.pipeline import Chain
     from tabsafe.registry import get_method

@@ -27,6 +27,7 @@ import scipy.sparse as sp
 from tabsafe.errors import InputError, param
 from tabsafe.model.table import cell_name
 from tabsafe.params import Choice, Real, check_all, parameter
+from tabsafe.protect.suppression.elimination import table_basis
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
@@ -124,8 +125,6 @@ class CellSystem:
     @classmethod
     def of_table(cls, table: Table) -> CellSystem:
         """The grid of one table (densified), its relations along every hierarchy level."""
-        from tabsafe.protect.suppression.elimination import table_basis
-
         dense = table.densify()
         values = np.asarray(dense.counts, dtype=np.float64)
         return cls(values, sp.csr_matrix(dense.additivity()), np.asarray(dense.leaf_mask),

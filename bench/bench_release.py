@@ -42,7 +42,7 @@ from tabsafe.io import read_meta
 from tabsafe.protect.controlled_rounding import ControlledRounding
 from tabsafe.protect.suppression import CellSuppression
 from tabsafe.release import ReleaseCells, ReleaseSpec, ReleaseTable, protect_release, tabulate_release
-from tabsafe.risk.release_audit import audit_release, published_bounds
+from tabsafe.release.audit import audit_release, published_bounds
 
 #: the demo's standard tables (name, spanning variables, hierarchy files, filter)
 DEMO_TABLES = (

@@ -52,9 +52,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 __all__ = [
     "Capabilities",
+    "MAX_SEED",
     "CellDistribution",
     "Examples",
-    "MAX_SEED",
     "Method",
     "MicrodataMethod",
     "MicrodataOutcome",
@@ -301,9 +301,10 @@ class MicrodataMethod(Method):
         """Perturb the records; a random method without a seed draws one and records it
         (``seed`` and ``step`` as in :meth:`TableMethod.protect`).
 
-        ``engine``: ``None`` or ``"duckdb"`` (the embedded engine) perturbs in this process;
-        another engine, by name or as an object (``"spark"``, a ``SparkEngine``), runs the
-        method's form for that engine (:meth:`apply_on`) — the same result for the same seed."""
+        ``engine``: ``None`` or an embedded engine (one that reads the records into this
+        process, :attr:`tabsafe.engines.base.Engine.embedded`) perturbs in this process; another
+        engine, by name or as an object, runs the method's form for that engine
+        (:meth:`apply_on`) — the same result for the same seed."""
         from tabsafe.model.microdata import Microdata
 
         if not isinstance(microdata, Microdata):
@@ -311,12 +312,14 @@ class MicrodataMethod(Method):
         used = self._seed(seed)
         stream = self._stream(used, step)
         progress.report("protection", method=self.name)
-        if engine is None or engine == "duckdb" or getattr(engine, "name", None) == "duckdb":
+        if engine is None:
             out = self.apply(microdata, stream)
         else:
-            from tabsafe.registry import get_engine
+            from tabsafe.engines import get_engine
 
-            out = self.apply_on(get_engine(engine), microdata, stream)
+            runner = get_engine(engine)
+            out = (self.apply(microdata, stream) if getattr(runner, "embedded", False)
+                   else self.apply_on(runner, microdata, stream))
         if not isinstance(out, MicrodataOutcome):
             raise TypeError(f"method {self.name!r}: apply() must return a MicrodataOutcome")
         report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
@@ -337,8 +340,10 @@ class MicrodataMethod(Method):
     def apply_on(self, engine: Any, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
         """The perturbation on ``engine`` (methods with a distributed form override it; their
         result must be :meth:`apply`'s for the same seed)."""
+        from tabsafe.engines import DEFAULT_ENGINE
+
         raise InputError(f"method {self.name!r} runs in this process only: it has no form for the "
-                         f"{engine.name!r} engine; run it with the embedded engine ('duckdb')")
+                         f"{engine.name!r} engine; run it with the embedded engine ({DEFAULT_ENGINE!r})")
 
     def columns(self) -> tuple[str, ...] | None:
         """The variables the method reads and may change, or None (every variable). A caller may

@@ -21,6 +21,7 @@ from typing import Any
 
 from tabsafe import progress
 from tabsafe.capabilities import Capabilities, chain_capabilities
+from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.errors import InputError
 from tabsafe.method import Method, MicrodataMethod, Needs, TableMethod, check_seed, draw_seed
 from tabsafe.model.microdata import ArrowSource, FileSource, InnerCells, Microdata
@@ -84,16 +85,16 @@ class Chain:
         return Needs(key=key, sums=tuple(sums), microdata=microdata)
 
     def run(self, data: Microdata | InnerCells, spec: TableSpec, *, seed: int | None = None,
-            engine: Any = "duckdb") -> tuple[Protection, list[Report]]:
+            engine: Any = DEFAULT_ENGINE) -> tuple[Protection, list[Report]]:
         """Apply the chain; returns the final protection and the microdata steps' reports.
 
         ``engine`` runs the tabulations, and the microdata steps that have a form for it
-        (:meth:`MicrodataMethod.apply_on`; targeted and random swapping on ``"spark"``: the
-        records then stay in Spark); a step without one runs in this process, as before."""
+        (:meth:`MicrodataMethod.apply_on`; targeted and random swapping on an engine holding PySpark frames:
+        the records then stay there); a step without one runs in this process, as before."""
         from tabsafe.tabulation import tabulate
 
         seed = check_seed(seed)
-        if isinstance(engine, str) and engine != "duckdb" and self.microdata_steps:
+        if isinstance(engine, str) and engine != DEFAULT_ENGINE and self.microdata_steps:
             from tabsafe.registry import get_engine
 
             engine = get_engine(engine)  # one engine (one Spark session) for every step

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.microdata import InnerCells, Microdata
 from tabsafe.model.spec import DEFAULT_MAX_CELLS, DEFAULT_SUM_DIGITS, KeySpec, TableSpec
@@ -22,7 +23,7 @@ def tabulate(
     key: KeySpec | str | None = None,
     max_cells: int = DEFAULT_MAX_CELLS,
     weight: str | None = None,
-    engine: Any = "duckdb",
+    engine: Any = DEFAULT_ENGINE,
 ) -> Table:
     """The cells of the table spanned by ``by`` that have records: inner cells, every margin and
     every hierarchical subtotal, computed in one engine pass (``GROUPING SETS``). Cells without
@@ -39,7 +40,7 @@ def tabulate(
         max_cells: refuse tables whose grid has more cells than this.
         weight: a column of whole-number record weights; counts are sums of weights (default: the
             microdata's declared weight column, if any).
-        engine: an engine name (``"duckdb"``, or any registered engine) or an engine object.
+        engine: an engine name (default :data:`tabsafe.engines.DEFAULT_ENGINE`, or any registered engine) or an engine object.
 
     >>> import pandas as pd
     >>> md = Microdata.from_frame(pd.DataFrame({"sex": ["1", "2", "2"], "age": ["a", "a", "b"]}))

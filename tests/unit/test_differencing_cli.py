@@ -139,7 +139,7 @@ def test_bad_specs_one_line_nothing_written(release: Path, tmp_path: Path, case:
 
 def test_bad_command_line(release: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = cli(["audit", tmp_path / "missing.yaml"], capsys)
-    assert code == 2 and "missing.yaml: no such file" in err
+    assert code == 2 and "missing.yaml: cannot read the spec: no such file" in err
     code, _, err = cli(["audit", release, "--out", tmp_path / "x.txt"], capsys)
     assert code == 2 and "unknown output format '.txt'" in err and not (tmp_path / "x.txt").exists()
     code, _, err = cli(["audit", release, "--out", tmp_path / "no" / "x.csv"], capsys)

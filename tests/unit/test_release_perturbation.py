@@ -25,7 +25,7 @@ from tabsafe.pipeline import Chain
 from tabsafe.registry import build_method
 from tabsafe.release import ReleaseCells, ReleaseSpec, tabulate_release
 from tabsafe.release.protect import protect_release_chain
-from tabsafe.risk.perturbed_audit import audit_perturbed
+from tabsafe.release.perturbed_audit import audit_perturbed
 
 TABLES = [{"name": "area_age_sex", "by": ["area", "age", "sex"]},
           {"name": "area_age_citizenship", "by": ["area", "age", "citizenship"]},

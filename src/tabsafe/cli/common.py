@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.errors import InputError
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -70,7 +71,7 @@ def add_input_arguments(parser: argparse.ArgumentParser, *, data_required: bool 
     g.add_argument("--meta", metavar="FILE", help="meta.yaml with the variables' codelists")
     g.add_argument("--where", metavar="FILTER",
                    help="sub-population, e.g. \"activity = EMP and age_year >= 65\" or \"area in (A1, A2)\"")
-    g.add_argument("--engine", default="duckdb", metavar="NAME", help="tabulation engine (default duckdb)")
+    g.add_argument("--engine", default=DEFAULT_ENGINE, metavar="NAME", help=f"tabulation engine (default {DEFAULT_ENGINE})")
     g.add_argument("--max-cells", type=positive_int, default=DEFAULT_MAX_CELLS,
                    help="refuse tables whose grid has more cells")
 

@@ -20,12 +20,6 @@ from tabsafe.errors import InputError
 KINDS = ("info-gain", "differencing-risk")
 
 
-def _methods_in(argv: Sequence[str]) -> list[str]:
-    from tabsafe.cli.protect import _methods_in as names
-
-    return names(argv)
-
-
 def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
     from tabsafe.cli.common import positive_int
     from tabsafe.registry import get_method, method_names
@@ -43,7 +37,9 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
     parser.add_argument("--total", type=positive_int, metavar="T",
                         help="differencing-risk: the true count of the larger cell (default N + 1000: a large "
                              "area)")
-    names = _methods_in(list(argv))
+    from tabsafe.cli.options import methods_in
+
+    names = methods_in(list(argv))
     if len(names) == 1:
         try:
             cls = get_method(names[0])

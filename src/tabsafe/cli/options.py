@@ -93,3 +93,13 @@ def files_read(methods: Sequence[object]) -> list[str]:
             if p.constraint.is_file and isinstance(value, str):
                 out.append(value)
     return out
+
+
+def methods_in(argv: Sequence[str]) -> list[str]:
+    """The names given to ``--method`` on a command line."""
+    for i, arg in enumerate(argv):
+        if arg == "--method" and i + 1 < len(argv):
+            return [p.strip() for p in argv[i + 1].split(",") if p.strip()]
+        if arg.startswith("--method="):
+            return [p.strip() for p in arg.split("=", 1)[1].split(",") if p.strip()]
+    return []

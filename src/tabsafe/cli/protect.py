@@ -27,21 +27,12 @@ from tabsafe.cli.common import (
     split_list,
     table_spec,
 )
+from tabsafe.cli.options import add_method_options, files_read, method_from_args, methods_in
+from tabsafe.cli.release import add_protect_arguments, run_protect, wants_release
 from tabsafe.errors import InputError
 
 
-def _methods_in(argv: Sequence[str]) -> list[str]:
-    """The names given to ``--method`` on a command line."""
-    for i, arg in enumerate(argv):
-        if arg == "--method" and i + 1 < len(argv):
-            return [p.strip() for p in argv[i + 1].split(",") if p.strip()]
-        if arg.startswith("--method="):
-            return [p.strip() for p in arg.split("=", 1)[1].split(",") if p.strip()]
-    return []
-
-
 def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
-    from tabsafe.cli.release import add_protect_arguments, wants_release
     from tabsafe.registry import get_method, method_names
 
     if wants_release(argv):  # the tables of a release config, together (tabsafe.cli.release)
@@ -65,23 +56,19 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
                         help="also write the evaluation values (originals, keys, statuses): a private file")
     parser.add_argument("--report", metavar="FILE.json", help="also write the method's report as JSON")
     classes = []
-    for name in _methods_in(list(argv)):
+    for name in methods_in(list(argv)):
         try:
             classes.append(get_method(name))
         except InputError:
             continue  # reported with one line when the command runs
     if classes:
-        from tabsafe.cli.options import add_method_options
-
         add_method_options(parser, classes)
 
 
 def run(args: argparse.Namespace) -> int:
     if getattr(args, "release", None):
-        from tabsafe.cli.release import run_protect
 
         return run_protect(args)
-    from tabsafe.cli.options import files_read, method_from_args
     from tabsafe.io import Outputs, evaluation_arrow, output_format, release_arrow
     from tabsafe.pipeline import Chain
     from tabsafe.registry import get_method

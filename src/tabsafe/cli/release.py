@@ -14,7 +14,7 @@ release file per table into ``DIR`` with a manifest, ``DIR/release.yaml``, that
 written when the audit fails.
 
 ``tabsafe audit --release FILE...`` is the intruder's interval programs over all published tables
-at once (:mod:`tabsafe.risk.release_audit`): ``FILE`` is a manifest, or the published table files
+at once (:mod:`tabsafe.release.audit`): ``FILE`` is a manifest, or the published table files
 themselves (their codes columns are the variables; hierarchies with ``--hierarchy``). It lists
 every cell it pins or narrows below ``--protection-level``, with the published cells that give
 it away.
@@ -47,7 +47,7 @@ def wants_release(argv: Sequence[str]) -> bool:
 
 
 def add_protect_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> None:
-    from tabsafe.cli.protect import _methods_in
+    from tabsafe.cli.options import methods_in
     from tabsafe.registry import get_method, method_names
 
     parser.add_argument("--release", required=True, metavar="RELEASE.yaml",
@@ -73,7 +73,7 @@ def add_protect_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] =
     parser.add_argument("--report", metavar="FILE.json", help="also write the release's report as JSON")
     parser.add_argument("--quiet", action="store_true", help="print nothing but errors")
     classes = []
-    for name in _methods_in(list(argv)):
+    for name in methods_in(list(argv)):
         try:
             classes.append(get_method(name))
         except InputError:
@@ -372,7 +372,7 @@ def _published_release(args: argparse.Namespace) -> tuple[Any, list[Any], list[i
 
 def run_audit(args: argparse.Namespace) -> int:
     from tabsafe.io import Outputs
-    from tabsafe.risk.release_audit import audit_release, published_bounds
+    from tabsafe.release.audit import audit_release, published_bounds
 
     if args.protection_level <= 0:
         raise InputError(f"--protection-level must be a number > 0, got {args.protection_level:g}")

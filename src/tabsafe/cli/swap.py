@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tabsafe.cli.common import say, say_seed, seed_int
+from tabsafe.engines import DEFAULT_ENGINE, engine_names, get_engine
 from tabsafe.errors import InputError, reader_message
 
 #: short names of the swapping methods
@@ -47,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
                         help="seed of the random draws (drawn, printed and recorded when not given)")
     parser.add_argument("--out", required=True, metavar="FILE",
                         help="the perturbed microdata (.csv or .parquet; private: internal data)")
-    parser.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
+    parser.add_argument("--engine", choices=engine_names(), default=DEFAULT_ENGINE,
                         help="duckdb: swap in this process (the default); spark: swap on Spark, area by area (the "
                              "same swaps for the same seed; --out and --evaluation are then Parquet folders)")
     parser.add_argument("--report", metavar="FILE.json", help="also write the report as JSON (private figures too)")
@@ -91,8 +92,9 @@ def run(args: argparse.Namespace) -> int:
     if args.report and not args.report.lower().endswith(".json"):
         raise InputError("the report is JSON: give a .json file", where=args.report)
     inputs = [args.data, getattr(method, "matrix", None)]
-    if getattr(args, "engine", "duckdb") == "spark":
-        return _run_spark(args, method, inputs)
+    engine = get_engine(getattr(args, "engine", DEFAULT_ENGINE))
+    if not engine.embedded:
+        return _run_spark(args, method, inputs, engine)
     with Outputs(inputs=inputs) as out:
         # every output is checked before any work; nothing is written unless everything is
         data_path = out.plan(args.out, kind="evaluation")
@@ -215,16 +217,14 @@ def _commit_folders(written: list[tuple[Any, Any]], ok: bool) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any]) -> int:
+def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any], engine: Any) -> int:
     """``--engine spark``: the method's Spark form (:meth:`~tabsafe.method.MicrodataMethod.apply_on`);
     the records stay in Spark and are written by it as a Parquet folder (one file per task)."""
     import json
 
-    from tabsafe.engines.spark import spark_errors
     from tabsafe.errors import param
     from tabsafe.io import Outputs
     from tabsafe.model.microdata import Microdata
-    from tabsafe.registry import get_engine
 
     data_target = _spark_folder(args.out, inputs, "out")
     eval_target = _spark_folder(args.evaluation, inputs, "evaluation") if args.evaluation else None
@@ -235,10 +235,10 @@ def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any]) -> int:
     try:
         with Outputs(inputs=[*inputs, args.out, args.evaluation]) as out:
             report_path = out.plan(args.report, kind="evaluation", option="report") if args.report else None
-            result = method.perturb(Microdata.from_file(args.data), seed=args.seed, engine=get_engine("spark"))
+            result = method.perturb(Microdata.from_file(args.data), seed=args.seed, engine=engine)
             held = result.microdata.source
             try:
-                with spark_errors("cannot write the swapped records", where=args.out):
+                with engine.errors("cannot write the swapped records", where=args.out):
                     _write_private_folder(held.flagged if held.flagged is not None else held.frame, data_target,
                                           written)
                     if eval_target is not None and result.evaluation is not None:

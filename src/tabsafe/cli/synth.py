@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from tabsafe.cli.common import positive_int, seed_int
+from tabsafe.errors import InputError
 
 
 def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
@@ -14,7 +15,9 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
     parser.add_argument("--small-areas", type=positive_int, default=5000,
                         help="small areas (the lowest geography level, e.g. 180000 output areas; default 5000)")
     parser.add_argument("--seed", type=seed_int, default=1, help="random seed (default 1)")
-    parser.add_argument("--engine", choices=["duckdb", "spark"], default="duckdb",
+    from tabsafe.engines import DEFAULT_ENGINE, engine_names
+
+    parser.add_argument("--engine", choices=engine_names(), default=DEFAULT_ENGINE,
                         help="duckdb: generate in this process (the default); spark: generate on Spark in chunks of "
                              "1,000,000 persons, each from its own seed (deterministic, for national sizes such as "
                              "60,000,000 persons; not the same persons as the default for the same seed)")
@@ -23,10 +26,14 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.engine == "spark":
+    from tabsafe.engines import get_engine
+
+    if getattr(get_engine(args.engine), "dataframes", None) == "pyspark":  # an engine holding PySpark frames
         from tabsafe.synth import synth_census_spark as make
-    else:
+    elif get_engine(args.engine).embedded:
         from tabsafe.synth import synth_census as make
+    else:
+        raise InputError(f"engine {args.engine!r} cannot generate a synthetic census")
 
     result = make(args.persons, args.seed, args.out, n_areas=args.areas, n_small_areas=args.small_areas)
     print(f"wrote {result.n_persons:,} persons in {result.n_households:,} households to {result.directory}/")

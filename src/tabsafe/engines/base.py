@@ -36,12 +36,21 @@ class Dialect:
     full_match: str = "regexp_full_match({expr}, {pattern})"
     # True for a NaN double
     nan_test: str = "isnan({expr})"
+    # How the engine quotes an identifier
+    quote: str = '"'
+    # x - floor(x) for a finite double x, in [0, 1)
+    fraction_sql: str = "(({x}) - floor({x}))"
+    # True for NaN and ±infinity
+    not_finite_sql: str = "(isnan({x}) OR isinf({x}))"
+    # a modulo b, non-negative for b > 0 and a >= 0
+    mod_sql: str = "(({a}) % ({b}))"
+    # The engine's grouping_id() takes its grouping columns in its own order: build the mask
+    # from one grouping() bit per expression instead
+    grouping_bits: bool = False
 
     def ident(self, name: str) -> str:
         """A quoted identifier."""
-        if self.name == "spark":
-            return "`" + name.replace("`", "``") + "`"
-        return '"' + name.replace('"', '""') + '"'
+        return self.quote + name.replace(self.quote, self.quote * 2) + self.quote
 
     def literal(self, text: str) -> str:
         """A quoted string literal."""
@@ -73,24 +82,18 @@ class Dialect:
     def fraction(self, expr: str) -> str:
         """``x - floor(x)`` (in [0, 1) for finite x). Spark's ``floor`` returns a BIGINT and
         overflows beyond 2^63, so Spark takes the remainder instead."""
-        if self.name == "spark":
-            return f"pmod({expr}, 1)"
-        return f"(({expr}) - floor({expr}))"
+        return self.fraction_sql.format(x=expr)
 
     def not_finite(self, expr: str) -> str:
         """True for NaN and ±infinity (Spark has no ``isinf``)."""
-        if self.name == "spark":
-            return f"(isnan({expr}) OR abs({expr}) = CAST('Infinity' AS DOUBLE))"
-        return f"(isnan({expr}) OR isinf({expr}))"
+        return self.not_finite_sql.format(x=expr)
 
     def mod(self, a: str, b: str) -> str:
-        return f"pmod({a}, {b})" if self.name == "spark" else f"(({a}) % ({b}))"
+        return self.mod_sql.format(a=a, b=b)
 
     def grouping_id(self, exprs: list[str]) -> str:
         """The bitmask of the grouped-out expressions (first expression most significant)."""
-        if self.name == "spark":
-            # Spark's grouping_id() must list every grouping column in the order Spark collected
-            # them from the sets (not ours); one grouping() bit per expression is the same mask.
+        if self.grouping_bits:
             n = len(exprs)
             return " + ".join(f"CAST(grouping({e}) AS BIGINT) * {1 << (n - 1 - i)}" for i, e in enumerate(exprs))
         return f"GROUPING({', '.join(exprs)})"
@@ -126,9 +129,18 @@ class Session(Protocol):
 
 
 class Engine(Protocol):
-    """Anything that can open a source for the planner."""
+    """Anything that can open a source for the planner.
+
+    Attributes:
+        name: the engine's registered name.
+        dialect: how its SQL is written.
+        embedded: the records are read into this process (methods run their in-process form,
+            :meth:`tabsafe.method.MicrodataMethod.apply`); else the engine holds them and a method
+            runs its form for the engine (``apply_on``).
+    """
 
     name: str
     dialect: Dialect
+    embedded: bool
 
     def open(self, source: Source) -> Session: ...

@@ -62,6 +62,7 @@ class DuckDBEngine:
     memory_limit: str | None = None
     name: str = field(default="duckdb", init=False)
     dialect: Dialect = field(default=DIALECT, init=False)
+    embedded: bool = field(default=True, init=False)
 
     def open(self, source: Source) -> _Session:
         return _Session(self, source)

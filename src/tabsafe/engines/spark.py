@@ -55,8 +55,14 @@ from tabsafe.engines.base import SOURCE, Dialect
 from tabsafe.errors import InputError, TooLargeError
 from tabsafe.model.microdata import ArrowSource, FileSource, Source
 
-DIALECT = Dialect(name="spark", text_type="STRING", string_escape_backslash=True, pre_aggregate=True,
-                  full_match="({expr} RLIKE concat('^(', {pattern}, ')$'))")
+DIALECT = Dialect(
+    name="spark", text_type="STRING", string_escape_backslash=True, pre_aggregate=True,
+    full_match="({expr} RLIKE concat('^(', {pattern}, ')$'))", quote="`",
+    # Spark's floor returns a BIGINT and overflows beyond 2^63; it has no isinf
+    fraction_sql="pmod({x}, 1)", not_finite_sql="(isnan({x}) OR abs({x}) = CAST('Infinity' AS DOUBLE))",
+    mod_sql="pmod({a}, {b})",
+    # grouping_id() must list every grouping column in the order Spark collected them from the sets
+    grouping_bits=True)
 
 #: The master of the local session when neither the engine nor ``$TABSAFE_SPARK_MASTER`` names one.
 DEFAULT_MASTER = "local[2]"
@@ -134,6 +140,17 @@ class SparkEngine:
     conf: Mapping[str, str] = field(default_factory=dict)
     name: str = field(default="spark", init=False)
     dialect: Dialect = field(default=DIALECT, init=False)
+    embedded: bool = field(default=False, init=False)
+    #: the DataFrame API the engine holds records in: a method with a form for it runs that form
+    dataframes: str = field(default="pyspark", init=False)
+
+    def held(self, frame: Any, *, name: str, cached: Any = (), flagged: Any = None) -> FrameSource:
+        """Records a method computed as a DataFrame of this engine, as a source to tabulate."""
+        return FrameSource(frame, name=name, cached=cached, flagged=flagged)
+
+    def errors(self, what: str, *, where: str | None = None) -> Any:
+        """A context in which the engine's failures are one-line tabsafe errors (:func:`spark_errors`)."""
+        return spark_errors(what, where=where)
 
     def spark(self) -> Any:
         """The SparkSession tabulations start from (each runs in a ``newSession()`` of it)."""

@@ -161,21 +161,9 @@ class EvaluationConfig:
 
 def load_config(path: str | os.PathLike[str]) -> EvaluationConfig:
     """Read an evaluation configuration file; paths in it are relative to the file."""
-    from tabsafe.io import load_yaml
+    from tabsafe.model.config import read_yaml
 
-    where = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InputError(f"cannot read the configuration: {exc.strerror}", where=where) from None
-    except UnicodeDecodeError:
-        raise InputError("the configuration is not UTF-8 text", where=where) from None
-    try:
-        raw = load_yaml(text)
-    except Exception as exc:  # noqa: BLE001 - any YAML error is one line about this file
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise InputError(f"the configuration is not valid YAML: {first}", where=where) from None
-    return parse_config(raw, base=Path(path).parent, source=where)
+    return parse_config(read_yaml(path, what="configuration"), base=Path(path).parent, source=str(path))
 
 
 def _bad(what: str, source: str) -> InputError:
@@ -203,10 +191,9 @@ def _int(value: Any, what: str, source: str, *, low: int = 0) -> int:
 
 
 def _path(base: Path, value: Any, what: str, source: str) -> Path:
-    if not isinstance(value, str) or not value.strip():
-        raise _bad(f"{what} must be a file path; got {value!r}", source)
-    p = Path(value)
-    return p if p.is_absolute() else base / p
+    from tabsafe.model.config import resolve_path
+
+    return resolve_path(value, base, what, source)
 
 
 KNOWN_TOP = {"title", "data", "meta", "seed", "tables", "settings", "measures", "engine"}
@@ -216,9 +203,9 @@ KNOWN_MEASURES = {"small", "k", "sensitive", "weights", "prior", "differencing_n
 
 
 def _unknown(keys: Any, known: set[str], what: str, source: str) -> None:
-    extra = sorted(str(k) for k in keys if k not in known)
-    if extra:
-        raise _bad(f"{what} has an unknown key {extra[0]!r}; known keys: {', '.join(sorted(known))}", source)
+    from tabsafe.model.config import check_keys
+
+    check_keys(dict.fromkeys(keys), known, source, inside=what)
 
 
 def parse_config(raw: Any, *, base: Path = Path("."), source: str = "configuration") -> EvaluationConfig:

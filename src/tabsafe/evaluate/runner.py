@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.evaluate.config import EvaluationConfig, MeasureOptions, Setting, TableConfig
 
 __all__ = ["Evaluation", "Result", "SettingRun", "planned_release_files", "release_csv", "release_file_name",
@@ -328,7 +329,7 @@ def run_evaluation(config: EvaluationConfig, *, engine: Any = None, skip_failing
     from tabsafe.tabulation import tabulate
 
     md = config.data
-    engine = engine if engine is not None else (config.engine or "duckdb")
+    engine = engine if engine is not None else (config.engine or DEFAULT_ENGINE)
     total = len(config.settings) * len(config.tables)
     progress.report("evaluation", phase="original tables", done=0, total=total)
     specs = {t.name: TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where) for t in config.tables}

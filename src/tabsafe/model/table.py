@@ -560,3 +560,13 @@ def _grid_size(dims: Sequence[Dimension]) -> int:
     for d in dims:
         n *= len(d)
     return n
+
+
+def cell_name(table: Table, cell: int) -> str:
+    """``(area=A1, sex=2)`` for grid id ``cell`` of ``table``."""
+    parts = []
+    rest = int(cell)
+    for d, stride in zip(table.dimensions, table.strides):
+        pos, rest = divmod(rest, stride)
+        parts.append(f"{d.variable}={d.hierarchy.order[pos]}")
+    return "(" + ", ".join(parts) + ")"

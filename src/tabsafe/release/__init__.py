@@ -10,8 +10,8 @@
 * :mod:`.finest` — the release's finest cells: what the cell perturbation family perturbs once so
   that every table is their sum (one value per shared cell, every table additive).
 
-The audit of a release as published is :mod:`tabsafe.risk.release_audit`; of a perturbed release
-(averaging, least-squares and LP intruders), :mod:`tabsafe.risk.perturbed_audit`.
+The audit of a release as published is :mod:`tabsafe.release.audit`; of a perturbed release
+(averaging, least-squares and LP intruders), :mod:`tabsafe.release.perturbed_audit`.
 """
 
 from tabsafe.release.cells import Concept, ReleaseCells

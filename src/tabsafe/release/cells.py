@@ -33,7 +33,7 @@ import scipy.sparse as sp
 from tabsafe.errors import InputError
 from tabsafe.model.filter import And, Compare, Filter, In, coerce
 from tabsafe.model.hierarchy import Hierarchy
-from tabsafe.model.table import Table
+from tabsafe.model.table import Table, cell_name
 
 __all__ = ["Concept", "ReleaseCells"]
 
@@ -273,8 +273,6 @@ class ReleaseCells:
         return table, grid
 
     def grid_name(self, table: int, cell: int) -> str:
-        from tabsafe.protect.suppression.problem import cell_name
-
         return cell_name(self.tables[table], cell)
 
     def name(self, cell: int) -> str:

@@ -17,7 +17,7 @@ refused before any work (a random rounding would tell an intruder two draws of o
 :func:`protect_release_chain` protects a release with a chain (``ckm,additivity``; a microdata
 method perturbs the records once and every table is tabulated from them).
 
-A method that ``hides`` cells (cell suppression) is then audited as published (:mod:`tabsafe.risk.release_audit`, the
+A method that ``hides`` cells (cell suppression) is then audited as published (:mod:`tabsafe.release.audit`, the
 intruder's interval programs over all tables at once, on the published values only): a release
 in which a primary cell is narrower than its protection is refused, not written.
 """
@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.errors import InputError, MethodError, Reason
 from tabsafe.model.result import Protection, Report
 from tabsafe.model.table import Table
@@ -40,7 +41,7 @@ from tabsafe.release.spec import ReleaseSpec
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.method import TableMethod
     from tabsafe.model.microdata import InnerCells, Microdata
-    from tabsafe.risk.release_audit import ReleaseAudit
+    from tabsafe.release.audit import ReleaseAudit
 
 __all__ = ["HidingMethod", "JointMethod", "ReleaseProtection", "protect_release", "protect_release_chain",
            "tabulate_release"]
@@ -97,7 +98,7 @@ def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine:
     from tabsafe.tabulation import tabulate
 
     # one engine object for every table (a local Spark session is started once)
-    engine = get_engine(engine if engine is not None else (spec.engine or "duckdb"))
+    engine = get_engine(engine if engine is not None else (spec.engine or DEFAULT_ENGINE))
 
     out = []
     for t in spec.tables:
@@ -193,7 +194,7 @@ def _check_consistent(cells: ReleaseCells, protections: Sequence[Protection], me
 def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) -> ReleaseAudit | None:
     """The release audit of a suppressed release, on the published values only: every primary
     cell must keep its protection."""
-    from tabsafe.risk.release_audit import audit_release, published_bounds
+    from tabsafe.release.audit import audit_release, published_bounds
 
     if not isinstance(method, HidingMethod):
         raise TypeError(f"method {method.name!r} declares 'hides' but states no required protection (required())")
@@ -287,15 +288,15 @@ def protect_release_chain(
 
 def _with_intruders(result: ReleaseProtection, chain: Any) -> ReleaseProtection:
     """A perturbed release's report with what an intruder gets from combining its tables
-    (:mod:`tabsafe.risk.perturbed_audit`; the LP intruder is left to the audit, it costs two
+    (:mod:`tabsafe.release.perturbed_audit`; the LP intruder is left to the audit, it costs two
     programs per cell): shared cells published differently (a public figure: 0), and, privately,
     how often the averaging and least-squares intruders recover the true 1s and 2s the tables
     share, beside one table alone and the method's stated differencing risk."""
-    from tabsafe.risk.perturbed_audit import audit_perturbed
+    from tabsafe.release.perturbed_audit import audit_perturbed
 
     published = [np.asarray(p.release.table.column("count"), dtype=np.float64) for p in result.protections]
     if any(np.isnan(v).any() for v in published) or len(published) < 2:
-        return result  # hidden cells: the interval audit of risk/release_audit.py applies
+        return result  # hidden cells: the interval audit of release/audit.py applies
     cells = result.cells
     original = np.zeros(cells.n_cells)
     for p, rows in zip(result.protections, cells.cells):

@@ -19,7 +19,7 @@ the same codes: an alternative hierarchy) and a sub-population in tabsafe's filt
         where: activity = EMP
 
 Paths are relative to the config file. The same layout describes a release *as published*
-(for :mod:`tabsafe.risk.release_audit`): each table then names its ``file`` (as written by
+(for :mod:`tabsafe.release.audit`): each table then names its ``file`` (as written by
 ``tabsafe protect``: codes, ``count`` empty where suppressed) and, for rounded tables, the
 rounding ``base``; ``data`` is not needed. ``tabsafe protect --release`` writes such a manifest
 beside the tables it writes.
@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from tabsafe.errors import InputError
+from tabsafe.model.config import check_keys, resolve_path
 from tabsafe.model.filter import Filter, coerce
 from tabsafe.model.hierarchy import Hierarchy
 
@@ -164,36 +165,23 @@ class ReleaseSpec:
     @classmethod
     def from_yaml(cls, path: str | os.PathLike[str]) -> ReleaseSpec:
         """Read a release config (module docstring); paths are relative to its folder."""
-        import yaml
-
-        from tabsafe.io import load_yaml
+        from tabsafe.model.config import read_yaml
 
         path = Path(path)
-        try:
-            data = load_yaml(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise InputError(f"cannot read the release config: {exc.strerror}", where=str(path)) from None
-        except (yaml.YAMLError, UnicodeDecodeError):
-            raise InputError("the release config is not valid YAML", where=str(path)) from None
-        return cls.from_mapping(data, base=path.parent, source=path.name)
+        return cls.from_mapping(read_yaml(path, what="release config"), base=path.parent, source=path.name)
 
     @classmethod
     def from_mapping(cls, data: Any, *, base: str | os.PathLike[str] = ".", source: str = "release") -> ReleaseSpec:
         """Build from the parsed YAML (paths relative to ``base``)."""
         if not isinstance(data, Mapping):
             raise InputError(f"{source}: a release config is a mapping with 'tables'")
-        unknown = sorted(set(map(str, data)) - _TOP_KEYS)
-        if unknown:
-            raise InputError(f"{source}: unknown key {unknown[0]!r}; known: {', '.join(sorted(_TOP_KEYS))}")
+        check_keys(data, _TOP_KEYS, source)
         base = Path(base)
 
         def path_of(value: Any, what: str) -> Path | None:
             if value is None:
                 return None
-            if not isinstance(value, str) or not value.strip():
-                raise InputError(f"{source}: {what} must be a file name; got {value!r}")
-            p = Path(value)
-            return p if p.is_absolute() else base / p
+            return resolve_path(value, base, what, source)
 
         shared: dict[str, tuple[Hierarchy, str]] = {}
         for var, file in _mapping(data.get("hierarchies"), f"{source}: 'hierarchies'").items():
@@ -207,9 +195,7 @@ class ReleaseSpec:
             where = f"{source}: table {i + 1}"
             if not isinstance(entry, Mapping):
                 raise InputError(f"{where}: a table is a mapping with 'by'")
-            bad = sorted(set(map(str, entry)) - _TABLE_KEYS)
-            if bad:
-                raise InputError(f"{where}: unknown key {bad[0]!r}; known: {', '.join(sorted(_TABLE_KEYS))}")
+            check_keys(entry, _TABLE_KEYS, source, inside=f"table {i + 1}")
             by = entry.get("by")
             if isinstance(by, str):
                 by = [p.strip() for p in by.split(",")]

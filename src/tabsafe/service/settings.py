@@ -167,20 +167,16 @@ class Settings(_Model):
         values: dict[str, Any] = {}
         where = None
         if config is not None:
-            import yaml
-
-            from tabsafe.io import load_yaml
+            from tabsafe.model.config import read_yaml
 
             where = str(config)
-            try:
-                loaded = load_yaml(Path(config).read_text(encoding="utf-8"))
-            except OSError as exc:
-                raise InputError(f"cannot read the configuration: {exc.strerror}", where=where) from None
-            except (yaml.YAMLError, UnicodeDecodeError):
-                raise InputError("the configuration is not valid YAML", where=where) from None
+            loaded = read_yaml(config, what="configuration")
             if loaded is not None and not isinstance(loaded, dict):
                 raise InputError("the configuration must be a mapping of settings", where=where)
             values.update(loaded or {})
+            for key in ("prepared", "store"):  # files named in the file are relative to it
+                if isinstance(values.get(key), str) and not Path(values[key]).is_absolute():
+                    values[key] = Path(config).parent / values[key]
         values.update({k: v for k, v in overrides.items() if v is not None})
         values["data"] = Path(data)
         return build(values, where=where)
@@ -194,6 +190,18 @@ def build(values: dict[str, Any], *, where: str | None = None) -> Settings:
         err = exc.errors()[0]
         loc = ".".join(str(p) for p in err["loc"])
         msg = err["msg"].removeprefix("Value error, ")
+        if err["type"] == "extra_forbidden":
+            from tabsafe.model.config import did_you_mean
+
+            *inside, key = [str(p) for p in err["loc"]]
+            model: Any = Settings
+            for part in inside:  # the model the unknown key is in, for its known keys
+                field = model.model_fields.get(part)
+                model = field.annotation if field is not None and isinstance(field.annotation, type) else None
+                if model is None or not issubclass(model, BaseModel):
+                    break
+            known = list(model.model_fields) if isinstance(model, type) and issubclass(model, BaseModel) else []
+            msg = f"unknown key{did_you_mean(key, known)}"
         raise InputError(f"setting {loc!r}: {msg}" if loc else f"unsafe settings: {msg}", where=where) from None
 
 

@@ -21,12 +21,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tabsafe.errors import InputError, param
-from tabsafe.protect.ptable.table import COLUMNS, PTable, numeric_column, row_labels
+from tabsafe.protect.ptable.columns import COLUMNS, numeric_column, row_labels
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.io import Outputs
+    from tabsafe.protect.ptable.table import PTable
 
-__all__ = ["LAYOUTS", "SUFFIXES", "TAU_ARGUS_COLUMNS", "check_ptable_path", "ptable_text", "read_ptable",
+__all__ = ["LAYOUTS", "SUFFIXES", "TAU_ARGUS_COLUMNS", "check_ptable_path", "ptable_text", "read_columns",
            "write_ptable"]
 
 LAYOUTS: tuple[str, ...] = ("csv", "tau-argus")
@@ -144,20 +145,17 @@ def _layout_of(text: str) -> str:
     return "tau-argus" if ";" in first else "csv"
 
 
-def read_ptable(path: str | os.PathLike[str], *, layout: str | None = None) -> PTable:
-    """Read a p-table file; ``layout`` None tells the layouts apart by the header.
-
-    Raises:
-        InputError: the file is missing, unreadable or malformed, or its rows are not a p-table
-            (naming the file and the row).
-    """
+def read_columns(path: str | os.PathLike[str], *, layout: str | None = None) -> tuple[dict[str, object], str]:
+    """A p-table file's columns in the tabsafe layout, and the file's name for messages (the
+    value is built by :func:`tabsafe.protect.ptable.table.read_ptable`); ``layout`` None tells
+    the layouts apart by the header."""
     source = str(path)
     text = _read_text(path, source)
     layout = _layout_of(text) if layout is None else _layout(layout)
     columns = _split(text, _SEPARATOR[layout], source)
     if layout == "csv":
-        return PTable.from_columns(columns, source=source)
-    return PTable.from_columns(_from_tau_argus(columns, source), source=source)
+        return columns, source  # type: ignore[return-value]
+    return _from_tau_argus(columns, source), source
 
 
 #: the names earlier versions of the ptable package gave the columns (tau-ARGUS reads both)

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tabsafe.errors import InputError
+from tabsafe.protect.ptable.columns import COLUMNS, numeric_column, row_labels
+from tabsafe.protect.ptable.files import ptable_text, read_columns, write_ptable
 from tabsafe.protect.ptable.params import PTableParams
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,7 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 __all__ = ["COLUMNS", "FILE_TOL", "VARIANCE_TOL", "PTable", "RowReport", "numeric_column", "row_labels",
            "validate_columns"]
 
-COLUMNS: tuple[str, ...] = ("i", "j", "p", "v", "p_int_lb", "p_int_ub")
 _INTS = ("i", "j", "v")
 REPORT_COLUMNS: tuple[str, ...] = ("i", "targets", "mean", "variance", "p_stay", "pstay_bound", "iterations")
 
@@ -82,39 +83,6 @@ def _readonly(a: np.ndarray) -> np.ndarray:
 
 def _fail(source: str, what: str) -> InputError:
     return InputError(what, where=source)
-
-
-def numeric_column(name: str, values: Any, i_text: Sequence[str], source: str) -> np.ndarray:
-    """One column as float64; a missing, non-numeric or infinite entry names its row."""
-    arr = np.asarray(values)
-    if arr.dtype.kind in "iuf":
-        out = arr.astype(float)
-        bad = ~np.isfinite(out)
-    else:
-        out = np.empty(arr.shape, dtype=float)
-        bad = np.zeros(arr.shape, dtype=bool)
-        for k, x in enumerate(arr.tolist()):
-            try:
-                out[k] = float(x.strip() if isinstance(x, str) else x)
-            except (TypeError, ValueError):
-                bad[k] = True
-                continue
-            bad[k] = not math.isfinite(out[k]) or isinstance(x, bool)
-    if bad.any():
-        at = i_text[int(np.flatnonzero(bad)[0])]
-        raise _fail(source, f"row i={at}: column {name} has a missing or non-numeric value")
-    return out
-
-
-def row_labels(values: Any) -> list[str]:
-    """How each row's ``i`` reads, for messages (``?`` where it is missing)."""
-    out = []
-    for x in np.asarray(values).tolist():
-        text = "" if x is None else str(x).strip()
-        if isinstance(x, float) and x.is_integer():
-            text = str(int(x))
-        out.append(text if text and text.lower() != "nan" else "?")
-    return out
 
 
 def validate_columns(columns: Mapping[str, Any], source: str) -> dict[str, np.ndarray]:
@@ -369,40 +337,40 @@ class PTable:
     @classmethod
     def from_file(cls, path: str | os.PathLike[str]) -> PTable:
         """Read a p-table in either layout — tabsafe's CSV or tau-ARGUS' — told apart by the header."""
-        from tabsafe.protect.ptable.files import read_ptable
-
         return read_ptable(path)
 
     @classmethod
     def from_csv(cls, path: str | os.PathLike[str]) -> PTable:
         """Read a p-table in the tabsafe CSV layout (``i,j,p,v,p_int_lb,p_int_ub``)."""
-        from tabsafe.protect.ptable.files import read_ptable
-
         return read_ptable(path, layout="csv")
 
     @classmethod
     def from_tau_argus(cls, path: str | os.PathLike[str]) -> PTable:
         """Read a p-table in the tau-ARGUS text layout (``i;j;p;v;p_int_ub``)."""
-        from tabsafe.protect.ptable.files import read_ptable
-
         return read_ptable(path, layout="tau-argus")
 
     # -- output ------------------------------------------------------------------------------
 
     def to_text(self, layout: str = "csv") -> str:
         """The file content in ``layout`` ``"csv"`` (tabsafe) or ``"tau-argus"``."""
-        from tabsafe.protect.ptable.files import ptable_text
-
         return ptable_text(self, layout)
 
     def to_csv(self, path: str | os.PathLike[str]) -> Path:
         """Write the tabsafe CSV layout atomically (a ``.csv`` or ``.txt`` file); returns the path."""
-        from tabsafe.protect.ptable.files import write_ptable
-
         return write_ptable(self, path, layout="csv")
 
     def to_tau_argus(self, path: str | os.PathLike[str]) -> Path:
         """Write the tau-ARGUS layout atomically (a ``.txt`` or ``.csv`` file); returns the path."""
-        from tabsafe.protect.ptable.files import write_ptable
-
         return write_ptable(self, path, layout="tau-argus")
+
+
+def read_ptable(path: str | os.PathLike[str], *, layout: str | None = None) -> PTable:
+    """Read a p-table file (:func:`tabsafe.protect.ptable.files.read_columns`); ``layout`` None
+    tells the layouts apart by the header.
+
+    Raises:
+        InputError: the file is missing, unreadable or malformed, or its rows are not a p-table
+            (naming the file and the row).
+    """
+    columns, source = read_columns(path, layout=layout)
+    return PTable.from_columns(columns, source=source)

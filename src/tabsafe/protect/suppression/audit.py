@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tabsafe.errors import MethodError, Reason
-from tabsafe.protect.suppression.elimination import gauss
+from tabsafe.protect.suppression.elimination import TimeUp, gauss
 from tabsafe.protect.suppression.problem import Problem
 from tabsafe.risk.intervals import Intervals, feasibility_intervals
 
@@ -105,10 +105,6 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit, strik
         key = np.lexsort((pool, problem.cost[pool], ~slack[pool]))
         add[pool[key[:2 ** min(int(strikes[p]) - 1, 16)]]] = True
     return add
-
-
-class TimeUp(Exception):
-    """A step that was given a deadline would pass it: its caller goes on without its result."""
 
 
 def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,

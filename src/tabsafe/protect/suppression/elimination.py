@@ -27,12 +27,15 @@ from __future__ import annotations
 import itertools
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Table
-from tabsafe.protect.suppression.problem import Problem
+
+if TYPE_CHECKING:  # pragma: no cover - an annotation only: problem.py builds on this module
+    from tabsafe.protect.suppression.problem import Problem
 
 __all__ = ["Elimination", "chain_basis", "gauss", "joint_basis", "null_basis", "support_basis", "table_basis"]
 
@@ -239,6 +242,10 @@ def joint_basis(bases: Sequence[Sequence[dict[int, float]]], cells: Sequence[np.
     return [{int(copy_of[r]): v for r, v in col.items()} for col in elim.cols.values() if col]
 
 
+class TimeUp(Exception):
+    """A step that was given a deadline would pass it: its caller goes on without its result."""
+
+
 def gauss(problem: Problem, hidden_first: np.ndarray, deadline: float | None = None) -> np.ndarray:
     """Greedy secondary suppression by Gaussian elimination (GaussSuppression's principle).
 
@@ -255,11 +262,9 @@ def gauss(problem: Problem, hidden_first: np.ndarray, deadline: float | None = N
     cannot rule out moves ``p`` and ``c`` together, and knowing ``c`` gives ``p``.
 
     With a ``deadline`` (a ``time.perf_counter()`` value) the elimination stops once past it
-    (:class:`~.audit.TimeUp`): the optimal mode's helpers give up a pattern rather than the
+    (:class:`TimeUp`): the optimal mode's helpers give up a pattern rather than the
     time limit.
     """
-    from tabsafe.protect.suppression.audit import TimeUp
-
     def past(i: int) -> None:  # every 64 cells: the clock costs more than a pivot
         if deadline is not None and i % 64 == 0 and time.perf_counter() > deadline:
             raise TimeUp

@@ -25,7 +25,9 @@ import numpy as np
 import scipy.sparse as sp
 
 from tabsafe.errors import InputError, param
+from tabsafe.model.table import cell_name
 from tabsafe.params import Choice, Real, check_all, parameter
+from tabsafe.protect.suppression.elimination import table_basis
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
@@ -123,22 +125,10 @@ class CellSystem:
     @classmethod
     def of_table(cls, table: Table) -> CellSystem:
         """The grid of one table (densified), its relations along every hierarchy level."""
-        from tabsafe.protect.suppression.elimination import table_basis
-
         dense = table.densify()
         values = np.asarray(dense.counts, dtype=np.float64)
         return cls(values, sp.csr_matrix(dense.additivity()), np.asarray(dense.leaf_mask),
                    lambda zeros_published: table_basis(dense, zeros_published), lambda i: cell_name(dense, i), dense)
-
-
-def cell_name(table: Table, cell: int) -> str:
-    """``(area=A1, sex=2)`` for grid id ``cell`` of ``table``."""
-    parts = []
-    rest = int(cell)
-    for d, stride in zip(table.dimensions, table.strides):
-        pos, rest = divmod(rest, stride)
-        parts.append(f"{d.variable}={d.hierarchy.order[pos]}")
-    return "(" + ", ".join(parts) + ")"
 
 
 @dataclass(frozen=True, eq=False)

@@ -113,16 +113,15 @@ class SwapMethod(MicrodataMethod):
                              "sampled, each with a partner), not both")
 
     def apply_on(self, engine: Any, microdata: Microdata, seed: int | None) -> MicrodataOutcome:
-        """On Spark: the same swaps, area by area where the records are
+        """On an engine holding PySpark DataFrames: the same swaps, area by area where the records are
         (:mod:`tabsafe.protect.swapping._spark`); the records stay a Spark DataFrame."""
-        if getattr(engine, "name", None) != "spark":
+        if getattr(engine, "dataframes", None) != "pyspark":  # the engine holds records as PySpark DataFrames
             return super().apply_on(engine, microdata, seed)
-        from tabsafe.engines.spark import FrameSource
         from tabsafe.protect.swapping._spark import swap_on_spark
 
         assert seed is not None
         out = swap_on_spark(engine, microdata, self.spec(), seed)
-        data = FrameSource(out.data, name=f"{microdata.source.describe()} ({self.name})", cached=out.cached,
+        data = engine.held(out.data, name=f"{microdata.source.describe()} ({self.name})", cached=out.cached,
                            flagged=out.flagged)
         return MicrodataOutcome(data=data, evaluation=out.evaluation, figures=out.figures, private=out.private,
                                 notes=out.notes)

@@ -101,7 +101,6 @@ class SparkSwap:
 def swap_on_spark(engine: Any, microdata: Any, spec: SwapSpec, seed: int) -> SparkSwap:
     """Swap the records of ``microdata`` on ``engine`` (a :class:`~tabsafe.engines.spark.SparkEngine`)
     as :func:`~._swap.swap_records` swaps them in one process."""
-    from tabsafe.engines.spark import spark_errors
 
     where = microdata.source.describe()
     session = engine.open(microdata.source)
@@ -110,7 +109,7 @@ def swap_on_spark(engine: Any, microdata: Any, spec: SwapSpec, seed: int) -> Spa
     if spec.household is None:
         raise InputError(f"on Spark, {param('household')} must name a household variable (for every record its "
                          "own household, give a record identifier such as person_id)", where=where)
-    with spark_errors("swapping failed", where=where):
+    with engine.errors("swapping failed", where=where):
         _check_household_type(frame, spec.household, where)
         records = _ordered(frame, microdata.source, spec)
         if on_driver(spec):

@@ -12,7 +12,7 @@ values only:
   relation of the release: the copies of a cell and of the cells that add up to it;
 * **LP** — an intruder who takes every perturbed value to lie within ``noise`` of the truth
   (the method's stated noise, :func:`noise_bound`) and asks, over all tables at once, which
-  values each cell can have (:func:`tabsafe.risk.release_audit.audit_release`'s interval
+  values each cell can have (:func:`tabsafe.release.audit.audit_release`'s interval
   programs): a cell whose interval holds one value is recovered exactly.
 
 The publisher, who knows the originals, compares: of the true 1s and 2s the tables share, how
@@ -161,7 +161,7 @@ def audit_perturbed(cells: ReleaseCells, published: Sequence[np.ndarray], *, met
             at most ``2 + noise``: the small ones; two programs per cell).
         lp: run the LP intruder (its programs are the audit's cost).
     """
-    from tabsafe.risk.release_audit import audit_release
+    from tabsafe.release.audit import audit_release
 
     cell, value, _ = _copies(cells, published)
     n = cells.n_cells

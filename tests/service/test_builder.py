@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tabsafe.service.builder as builder_module
+import tabsafe.service.counting as builder_module
 from tabsafe.io import read_meta
 from tabsafe.model.microdata import Microdata
 from tabsafe.model.spec import KeySpec

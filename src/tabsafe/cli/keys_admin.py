@@ -30,7 +30,7 @@ def run(args: argparse.Namespace) -> int:
     from tabsafe.service.store import Store
 
     settings = Settings.load(data=args.data, config=args.config)
-    store = Store(settings.store_path)
+    store = Store(settings.store_path, key_path=settings.audit_key_path)
     if args.action == "add":
         text, key = store.add_key(args.user, rate_per_minute=args.rate, quota_per_day=args.quota, note=args.note)
         print(f"key {key.id} for {key.user} (shown once, keep it secret):")

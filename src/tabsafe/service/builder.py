@@ -6,17 +6,23 @@ For each query (:mod:`tabsafe.service.query`) the builder
    dimensions, cells, nested recodes) before any record is read;
 2. counts the selected records of the prepared code matrix (:mod:`tabsafe.service.prepared`)
    into the table's inner categories with ``numpy.bincount`` — counts, exact cell keys (fixed-point
-   sums, METHODS.md §2) and fixed-point magnitude sums — then adds up every margin and subtotal;
+   sums, METHODS.md §2) and fixed-point magnitude sums — then adds up every margin and subtotal
+   (:mod:`tabsafe.service.counting`);
 3. protects the whole table, margins included, with the configured method chain
    (:class:`tabsafe.pipeline.Chain`; the cell key method by default: the same records give the
    same noise in every table, so the same query always gets the same answer and averaging
    repeated queries gains nothing, METHODS.md §11);
 4. checks the release rules on numbers on the *protected* values (population, population of the
-   user-defined area, mean cell size, share of small cells), so a refusal tells nothing the
-   table would not; and
-5. when a rule refuses the table, searches the nearest table that passes — coarser categories up
+   user-defined area, mean cell size, share of small cells; :mod:`tabsafe.service.rules`), so a
+   refusal tells nothing the table would not, and shows no figure of the refused population;
+5. withholds the sums and means of cells with few persons or a dominant contribution
+   (:mod:`tabsafe.service.magnitudes`); and
+6. when a rule refuses the table, searches the nearest table that passes — coarser categories up
    the hierarchy, a larger area, fewer variables, no filter — by uniform-cost search, and offers
-   it as a ready-to-send query.
+   it as a ready-to-send query (:mod:`tabsafe.service.suggest`).
+
+Whether a table that passes may go to a given key now — the record of every population answered
+so far — is decided per request by :mod:`tabsafe.service.defence`, after the (shared) answer.
 
 Only a :class:`~tabsafe.model.result.Release` can be turned into a response
 (:func:`release_payload` refuses anything else), so no original value can reach a user.
@@ -25,18 +31,12 @@ Only a :class:`~tabsafe.model.result.Release` can be turned into a response
 from __future__ import annotations
 
 import hashlib
-import heapq
 import threading
-from collections import OrderedDict
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from tabsafe.errors import InputError, TabsafeError
-from tabsafe.model.hierarchy import Hierarchy
-from tabsafe.model.result import Release
 from tabsafe.pipeline import Chain, step_seeds
 from tabsafe.registry import get_method
 from tabsafe.service.counting import Counting, _LRU

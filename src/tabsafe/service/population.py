@@ -94,27 +94,49 @@ class Basis:
         if self.n_rows == 0:
             return v
         coef = v[self.pivots]
-        if not coef.any():
+        used = np.flatnonzero(coef)
+        if used.size == 0:
             return v
-        part = (coef @ self.rows[:self.n_rows, :self.n_cols]) % PRIME
+        # only the basis rows whose pivot the vector has: a population touches few of them
+        part = (coef[used] @ self.rows[used, :self.n_cols]) % PRIME
         if sources is not None and sources.size:
             part = np.concatenate([part, part[sources]])
         return np.mod(v - part, PRIME)
 
-    def insert(self, v: np.ndarray) -> bool:
-        """Add ``v`` (over the current columns); True when the rank grew."""
-        v = self.reduce(v)
+    @staticmethod
+    def lead(v: np.ndarray) -> tuple[int, np.ndarray] | None:
+        """The pivot of a reduced vector and the vector scaled to 1 there (None: it is zero)."""
         nz = np.flatnonzero(v)
         if nz.size == 0:
-            return False
+            return None
         j = int(nz[0])
-        v = (v * pow(int(v[j]), PRIME - 2, PRIME)) % PRIME
+        return j, (v * pow(int(v[j]), PRIME - 2, PRIME)) % PRIME
+
+    def weights_after(self, j: int, v: np.ndarray, sources: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The records each basis row would be supported on after adding the led vector ``v``
+        (pivot ``j``; columns after copying ``sources``): only rows with an entry at ``j`` change,
+        so only theirs are returned, with ``v``'s own."""
+        n = self.n_rows
+        col = self.rows[:n, j] if j < self.n_cols else self.rows[:n, sources[j - self.n_cols]]
+        hit = np.flatnonzero(col)
+        rows = self.rows[hit, :self.n_cols]
+        if sources.size:
+            rows = np.concatenate([rows, rows[:, sources]], axis=1)
+        changed = np.mod(rows - np.outer(col[hit], v), PRIME)
+        live = np.concatenate([changed != 0, (v != 0)[None, :]])
+        return live @ sizes
+
+    def insert(self, v: np.ndarray) -> bool:
+        """Add ``v`` (over the current columns); True when the rank grew."""
+        led = self.lead(self.reduce(v))
+        if led is None:
+            return False
+        j, v = led
         self._room(self.n_rows + 1, self.n_cols)
-        live = self.rows[:self.n_rows, :self.n_cols]
-        col = live[:, j].copy()
-        if col.any():
-            live -= np.outer(col, v)
-            np.mod(live, PRIME, out=live)
+        col = self.rows[:self.n_rows, j]
+        hit = np.flatnonzero(col)
+        if hit.size:
+            self.rows[hit, :self.n_cols] = np.mod(self.rows[hit, :self.n_cols] - np.outer(col[hit], v), PRIME)
         self.rows[self.n_rows, :self.n_cols] = v
         self.n_rows += 1
         self.pivots.append(j)
@@ -148,11 +170,11 @@ class Split:
 
 @dataclass
 class Trial:
-    """The bases with a split applied, on copies: :meth:`Record.commit` keeps them."""
+    """A split checked against the record: :meth:`Record.commit` applies it."""
 
     split: Split
-    A: Basis
-    L: Basis
+    A: Basis | None  # the bases after the split, when checked on copies
+    L: Basis | None
     small_rows: int
     problem: str | None  # None: the rule holds
 
@@ -204,15 +226,19 @@ class Record:
         width = int(np.prod(radix, dtype=object))
         if width * n_regions >= 2**62:
             raise ValueError("too many populations in one query for the differencing record")
-        # each record's membership, one digit per family (0: in none of its populations)
-        sig = np.zeros(self.labels.size, dtype=np.int64)
-        place = 1
-        for f, r in zip(fresh, radix):
-            for i, (m, _) in enumerate(f):
-                sig[m] += (i + 1) * place
-            place *= r
-        inside = np.flatnonzero(sig)
-        combo = self.labels[inside].astype(np.int64) * width + sig[inside]
+        if width == 2:  # one population (the usual case): its records are the inside ones
+            inside = np.flatnonzero(fresh[0][0][0])
+            combo = self.labels[inside].astype(np.int64) * 2 + 1
+        else:
+            # each record's membership, one digit per family (0: in none of its populations)
+            sig = np.zeros(self.labels.size, dtype=np.int64)
+            place = 1
+            for f, r in zip(fresh, radix):
+                for i, (m, _) in enumerate(f):
+                    sig[m] += (i + 1) * place
+                place *= r
+            inside = np.flatnonzero(sig)
+            combo = self.labels[inside].astype(np.int64) * width + sig[inside]
         if n_regions * width <= 1 << 22:
             counts_all = np.bincount(combo, minlength=n_regions * width)
             keys = np.flatnonzero(counts_all)
@@ -260,7 +286,31 @@ class Record:
         return bool(np.any(weight < self.threshold))
 
     def trial(self, split: Split) -> Trial:
-        """The record with ``split`` applied, on copies, and whether the rule holds there."""
+        """Whether the rule holds with ``split`` applied; nothing changes (:meth:`commit` applies).
+        One new population is checked from its reductions against the bases alone; several at
+        once on copies of the bases."""
+        if len(split.rows) > 1:
+            return self._trial_on_copies(split)
+        problem = None
+        small = self.small_rows
+        if split.rows:
+            row, size = split.rows[0], split.row_sizes[0]
+            grows_a = self.A.lead(self.A.reduce(row, split.sources)) is not None
+            grows_l = False
+            if size >= self.threshold:
+                led = self.L.lead(self.L.reduce(row, split.sources))
+                if led is not None:
+                    grows_l = True
+                    weights = self.L.weights_after(led[0], led[1], split.sources, split.sizes)
+                    if np.any(weights < self.threshold):
+                        problem = "combination"
+            else:
+                small += 1
+            if problem is None and self.A.n_rows + grows_a != self.L.n_rows + grows_l + small:
+                problem = "repeated"
+        return Trial(split, None, None, small, problem)
+
+    def _trial_on_copies(self, split: Split) -> Trial:
         A, L = self.A.copy(), self.L.copy()
         A.copy_columns(split.sources)
         L.copy_columns(split.sources)
@@ -272,7 +322,7 @@ class Record:
             else:
                 small += 1
         problem = None
-        if split.rows and self._isolated(L, split.sizes):
+        if self._isolated(L, split.sizes):
             problem = "combination"
         elif A.n_rows != L.n_rows + small:
             problem = "repeated"
@@ -285,7 +335,16 @@ class Record:
         if split.touched is not None:
             self.labels[split.touched] = split.new_labels
         self.sizes = split.sizes
-        self.A, self.L, self.small_rows = trial.A, trial.L, trial.small_rows
+        if trial.A is not None and trial.L is not None:
+            self.A, self.L = trial.A, trial.L
+        else:
+            self.A.copy_columns(split.sources)
+            self.L.copy_columns(split.sources)
+            for row, size in zip(split.rows, split.row_sizes):
+                self.A.insert(row)
+                if size >= self.threshold:
+                    self.L.insert(row)
+        self.small_rows = trial.small_rows
         self.known.update(split.digests)
 
     def ask(self, families: list[list[np.ndarray]]) -> str | None:

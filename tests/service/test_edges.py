@@ -200,3 +200,19 @@ def test_the_rate_is_exact_across_two_workers(small_census, tmp_path):
         server.stop()
     assert sorted(set(statuses)) == [200, 429]
     assert statuses.count(200) == 30
+
+
+@pytest.mark.parametrize(("method", "params"), [("barnardisation", {"p": 0.2}), ("abs-perturbation", {})])
+def test_a_method_drawn_per_table_is_not_served(small_census, tmp_path, method, params):
+    """A method whose noise is drawn per table (not from the cell's records) would be averaged
+    away by rephrased queries: the service refuses to start with it, in one line."""
+    import subprocess
+
+    from tests.service.conftest import TABSAFE
+
+    config = write_config(tmp_path / "service.yaml", tmp_path, chain=[{"method": method, "params": params}])
+    proc = subprocess.run([*TABSAFE, "serve", "--data", str(small_census.directory), "--config", str(config),
+                           "--port", "0"], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "consistent" in lines[0] and method in lines[0], proc.stderr

@@ -97,3 +97,48 @@ def test_admitted_populations_never_break_the_rule(masks):
             assert (rec.labels == labels).all() and (rec.sizes == sizes).all()
             rows = [*answered, mask.astype(float)]
             assert _violates(rows) or _small_support(rows)
+
+
+def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_path):
+    """Two defences over one store (two server processes, or one restarted) share the record:
+    what one admitted, the other counts; the second half of a carrier pair is refused there."""
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={"min_population": 20, "min_area_population": 60})
+    data = open_prepared(settings)
+    first = Defence(settings, data, Store(settings.store_path))
+    second = Defence(settings, data, Store(settings.store_path))
+    small = "R2A193"  # 33 persons: refused as an area, and as a difference of areas
+    pair = ({"dimensions": [{"variable": "sex"}], "area": [small, "R1A001"], "measure": "count"},
+            {"dimensions": [{"variable": "sex"}], "area": ["R1A001"], "measure": "count"})
+    assert first.admit("a", pair[0]) is None
+    refused = second.admit("b", pair[1])
+    assert refused is not None and refused.rule == "differencing"
+    assert not any(ch.isdigit() for ch in refused.message.replace("002", "").replace("§5", ""))
+    assert Defence(settings, data, Store(settings.store_path)).admit("c", pair[1]).rule == "differencing"
+    # asking again what was answered is no new population: admitted, and within the budget
+    assert second.admit("b", pair[0]) is None
+
+
+def test_a_key_is_answered_its_budget_of_distinct_populations(small_census, tmp_path):
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={"min_population": 20, "min_area_population": 60},
+                             differencing={"populations_per_key": 2})
+    defence = Defence(settings, open_prepared(settings), Store(settings.store_path))
+    q = lambda where: {"dimensions": [{"variable": "sex"}], "where": where, "measure": "count"}
+    assert defence.admit("k", q("age_year >= 30")) is None
+    assert defence.admit("k", q("age_year >= 50")) is None
+    assert defence.admit("k", q("age_year >= 30")) is None  # the same population again
+    assert defence.admit("k", q("age_year > 29")) is None  # and in another spelling
+    over = defence.admit("k", q("age_year >= 70"))
+    assert over is not None and over.rule == "populations_per_key"
+    assert defence.admit("other", q("age_year >= 70")) is None  # another key has its own budget

@@ -41,7 +41,8 @@ CREATE TABLE IF NOT EXISTS populations (
     at TEXT NOT NULL,
     key_id TEXT,
     digest TEXT NOT NULL,
-    query TEXT NOT NULL
+    query TEXT NOT NULL,
+    data TEXT NOT NULL DEFAULT ''
 );
 CREATE TABLE IF NOT EXISTS key_populations (
     key_id TEXT NOT NULL,
@@ -95,7 +96,11 @@ class Defence:
         self.settings = settings
         self.data = data
         self.store = store
-        self.limits = settings.limits
+        # a recorded population is replayed whatever the limits of the day: they bound a table's
+        # size, not which records it counts
+        self.limits = settings.limits.model_copy(update={
+            "max_grid_cells": 2**62, "max_area_blocks": 2**62, "max_groups": 2**62, "max_filter_length": 2**62})
+        self.data_id = str(getattr(data, "fingerprint", ""))
         self.budget = settings.differencing.populations_per_key
         t_pop, t_area = settings.thresholds()
         self.active = settings.differencing.enabled and max(t_pop, t_area) > 1
@@ -141,11 +146,14 @@ class Defence:
 
     def _sync(self, db: Any) -> None:
         """Replay the populations other processes recorded since this one last looked."""
-        rows = db.execute("SELECT seq, query FROM populations WHERE seq > ? ORDER BY seq", (self.last,)).fetchall()
+        # populations answered from other records (prepared again since) say nothing of these
+        rows = db.execute("SELECT seq, query, data FROM populations WHERE seq > ? ORDER BY seq",
+                          (self.last,)).fetchall()
         import json
 
-        for seq, text in rows:
-            self._apply(self._masks(json.loads(text)), check=False)
+        for seq, text, data_id in rows:
+            if data_id == self.data_id:
+                self._apply(self._masks(json.loads(text)), check=False)
             self.last = int(seq)
 
     # ------------------------------------------------------------------ the check
@@ -185,9 +193,9 @@ class Defence:
                     db.execute("DELETE FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
                                (key_id or "", _day(time.time()), known[0]))
                     return refused
-                cur = db.execute("INSERT INTO populations(at, key_id, digest, query) VALUES (?, ?, ?, ?)",
+                cur = db.execute("INSERT INTO populations(at, key_id, digest, query, data) VALUES (?, ?, ?, ?, ?)",
                                  (_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), key_id, known[0],
-                                  text))
+                                  text, self.data_id))
                 self.last = int(cur.lastrowid or self.last)
                 return None
 
@@ -223,12 +231,12 @@ class Defence:
 
 
 def _refusal(area: bool, problem: str) -> Refused:
-    what = "area" if area else "population"
+    what, a_what = ("area", "an area") if area else ("population", "a population")
     if problem == "repeated":
         text = (f"the table's {what} is under the minimum and a combination of tables already published gives "
                 f"it too: it would be seen twice, and differences averaged")
     else:
-        text = (f"together with tables already published, the table's {what} would isolate a {what} under the "
+        text = (f"together with tables already published, the table's {what} would isolate {a_what} under the "
                 f"minimum by differencing (seed 002 §5)")
     return Refused("differencing", text)
 

@@ -23,7 +23,7 @@ from tabsafe.registry import build_method
 from tabsafe.service.settings import DEFAULT_CHAIN
 from tests.service.conftest import Server, add_key, write_config
 
-pytestmark = pytest.mark.filterwarnings("ignore::ResourceWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore::ResourceWarning"), pytest.mark.slow]
 
 RULES = {"max_dimensions": 3, "max_cells": 20_000, "min_population": 20, "min_area_population": 60,
          "min_mean_cell_size": None, "max_small_cell_share": None}

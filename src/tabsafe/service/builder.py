@@ -188,9 +188,9 @@ class Builder(Counting):
         suggestion, tried = self.suggest(outcome.query)
         return Refusal(outcome, suggestion, tried)
 
-    def suggest(self, query: Query, accept: Any = None) -> tuple[Suggestion | None, int]:
+    def suggest(self, query: Query, accept: Any = None, tries: int | None = None) -> tuple[Suggestion | None, int]:
         """The nearest table that passes (:func:`tabsafe.service.suggest.suggest`)."""
-        return suggest(self, query, accept)
+        return suggest(self, query, accept, tries)
 
 
 __all__ = ["Builder", "Check", "Outcome", "Refusal", "Suggestion", "moves", "release_payload"]

@@ -23,6 +23,8 @@ from tabsafe.service.query import Query
 from tabsafe.service.schemas import Catalogue, ErrorResponse, Health, TableRequest, TableResponse
 
 TABLES = "/api/v1/tables"
+#: candidate tables tried for the suggestion of a differencing refusal
+DIFFERENCING_TRIES = 8
 
 router = APIRouter(prefix="/api/v1")
 
@@ -87,7 +89,9 @@ def defended(builder: Builder, defence: Defence, answer: Answer, refused: Refuse
     the nearest table that passes both (when the refusal is about differencing)."""
     suggestion = None
     if refused.rule == "differencing":
-        suggestion, _ = builder.suggest(Query.from_json(answer.query),
+        # each candidate is checked against the record too: a short search (an intruder's
+        # refused carriers would otherwise each buy a long one)
+        suggestion, _ = builder.suggest(Query.from_json(answer.query), tries=DIFFERENCING_TRIES,
                                         accept=lambda q: defence.would_admit(q.to_json()))
     check = {"rule": refused.rule, "passed": False, "message": refused.message}
     body = _error_body("refused", f"rule {refused.rule!r}: {refused.message}", rule=refused.rule,

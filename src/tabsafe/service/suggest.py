@@ -14,8 +14,8 @@ from tabsafe.service.query import Dim, Query
 from tabsafe.service.rules import Suggestion
 
 
-def suggest(builder: Any, query: Query, accept: Callable[[Query], bool] | None = None
-            ) -> tuple[Suggestion | None, int]:
+def suggest(builder: Any, query: Query, accept: Callable[[Query], bool] | None = None,
+            tries: int | None = None) -> tuple[Suggestion | None, int]:
     """The cheapest changes (uniform-cost search over :func:`moves`) whose table passes every
     rule (and that ``accept`` takes: the differencing record); at most ``limits.suggestion_tries``
     candidate tables are built."""
@@ -27,7 +27,8 @@ def suggest(builder: Any, query: Query, accept: Callable[[Query], bool] | None =
             seen.add(q.key())
             heapq.heappush(frontier, (cost, seq := seq + 1, q, (text,)))
     tried = 0
-    while frontier and tried < builder.limits.suggestion_tries:
+    budget = builder.limits.suggestion_tries if tries is None else min(tries, builder.limits.suggestion_tries)
+    while frontier and tried < budget:
         cost, _, q, changes = heapq.heappop(frontier)
         tried += 1
         try:

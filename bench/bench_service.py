@@ -93,21 +93,17 @@ def run() -> dict[str, Any]:
     areas = meta["variables"]["area"]["codes"]
     distinct = queries(QUERIES // 2, areas)
     order = np.random.default_rng(5).permutation(np.repeat(np.arange(len(distinct)), 2))[:QUERIES]
-    port = _free_port()
-    server = subprocess.Popen([*cli, "serve", "--data", str(data.directory), "--config", str(config), "--port",
-                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        _wait_up(port)
-        main = _load(port, key, [distinct[i] for i in order.tolist()], server.pid)
-        # the baseline, same run, same server: one query asked again and again (an answer kept
-        # from the first time): what HTTP, the key check, the rate count and the audit row cost
-        floor = _load(port, key, [distinct[0]] * BASELINE, server.pid)
-    finally:
-        server.send_signal(signal.SIGTERM)
-        try:
-            server.wait(30)
-        except subprocess.TimeoutExpired:
-            server.kill()
+    bodies = [distinct[i] for i in order.tolist()]
+    # the same queries with the differencing defence off (its own store, no kept answers): what
+    # the record of answered populations costs, measured in the same run
+    off_config = state / "service-off.yaml"
+    off_config.write_text(yaml.safe_dump({
+        **yaml.safe_load(config.read_text()), "store": str(state / "service-off.sqlite"),
+        "differencing": {"enabled": False}}))
+    off_key = subprocess.run([*cli, "keys-admin", "--data", str(data.directory), "--config", str(off_config), "add",
+                              "bench"], check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1]
+    off, _ = _serve(cli, data, off_config, off_key, [bodies], state)
+    (main, floor), refusals = _serve(cli, data, config, key, [bodies, [distinct[0]] * BASELINE], state)
     return {
         "persons": data.n_persons,
         "workers": WORKERS,
@@ -118,8 +114,40 @@ def run() -> dict[str, Any]:
         "target_p95_ms": 250,
         "baseline_same_query": {k: floor[k] for k in ("queries", "throughput_qps", "latency_ms",
                                                        "server_cpu_ms_per_query", "errors")},
+        "differencing_refusals": refusals,
+        "defences_off_same_queries": {k: off[0][k] for k in ("queries", "throughput_qps", "latency_ms", "statuses",
+                                                             "server_cpu_ms_per_query", "errors")},
         "cpus": os.cpu_count(),
     }
+
+
+def _serve(cli: list[str], data: Any, config: Path, key: str, phases: list[list[dict[str, Any]]],
+           state: Path) -> tuple[list[dict[str, Any]], int]:
+    """Start a server, run each phase of queries against it (kept answers cleared first), stop
+    it; the phases' figures and how many answers the differencing record refused."""
+    for f in (state / "prepared").glob("answers.sqlite*"):
+        f.unlink()
+    port = _free_port()
+    server = subprocess.Popen([*cli, "serve", "--data", str(data.directory), "--config", str(config), "--port",
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_up(port, timeout=600)
+        # the baseline phase, same run, same server: one query asked again and again (an answer
+        # kept from the first time): what HTTP, the key check, the rate count and the audit row cost
+        out = [_load(port, key, bodies, server.pid) for bodies in phases]
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(30)
+        except subprocess.TimeoutExpired:
+            server.kill()
+    import sqlite3
+
+    store = yaml.safe_load(config.read_text())["store"]
+    with sqlite3.connect(store) as db:
+        refusals = db.execute("SELECT count(*) FROM audit WHERE reason IN ('differencing', 'populations_per_key')"
+                              ).fetchone()[0]
+    return out, int(refusals)
 
 
 def _load(port: int, key: str, bodies: list[dict[str, Any]], server_pid: int) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import tabsafe.service.builder as builder_module
+import tabsafe.service.counting as builder_module
 from tabsafe.io import read_meta
 from tabsafe.model.microdata import Microdata
 from tabsafe.model.spec import KeySpec
@@ -115,3 +115,19 @@ def test_prepared_whole_units_round_ties_as_the_engines_sql_does() -> None:
     x = np.array([0.5, 1.5, 2.5, -0.5, -2.5, 12.5, 0.125 * 100, 7.0, 0.49999])
     sql = duckdb.sql(f"SELECT [CAST(round(v) AS BIGINT) FOR v IN {x.tolist()}::DOUBLE[]]").fetchall()[0][0]
     assert round_half_away(x).tolist() == sql == [1, 2, 3, -1, -3, 13, 13, 7, 0]
+
+
+def test_kept_cubes_stay_within_their_configured_size(small_census, tmp_path):
+    """Whole-population cubes of original counts are kept up to ``limits.cube_cache_cells``
+    (least recently used go), whatever the number of queries."""
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             limits={"cube_cache_cells": 20_000})
+    b = Builder(settings, open_prepared(settings))
+    names = ["sex", "age_year", "activity", "occupation", "education", "citizenship", "household_size"]
+    asked = 0
+    for i, a in enumerate(names):
+        for c in names[i + 1:]:
+            b.evaluate(Query((Dim(a), Dim(c))))
+            asked += 1
+            assert b._leaf_cubes.total <= 20_000
+    assert asked >= 20 and len(b._leaf_cubes.items) >= 2

@@ -80,6 +80,11 @@ def test_same_cells_keys_and_answers(lenient, query) -> None:
         assert a1.n_stored == a2.n_stored
         for column in a1.value_columns:
             np.testing.assert_array_equal(a1.column(column), a2.column(column), err_msg=column)
+    if query.measure != "count":
+        # sums and means need each contribution (dominance, p%): the engine backend refuses them
+        with pytest.raises(InputError, match="prepared records only"):
+            engine.evaluate(query)
+        return
     (o1, _), (o2, _) = prepared.evaluate(query), engine.evaluate(query)
     assert o1.passed == o2.passed == (c1["count"][0] > 0)  # lenient rules: only an empty table fails
     assert o1.payload == o2.payload  # every published cell, the notes, the methods
@@ -90,7 +95,7 @@ def test_same_refusals_and_suggestions(strict) -> None:
     """Under the default rules: the same decisions, values and suggested tables."""
     prepared, engine = strict
     refused = 0
-    for query in SAME:
+    for query in (q for q in SAME if q.measure == "count"):
         o1, o2 = prepared.answer(query), engine.answer(query)
         assert type(o1) is type(o2)
         if o1.__class__.__name__ == "Refusal":
@@ -134,7 +139,7 @@ def servers(small_census, tmp_path_factory):
 def test_http_answers_identical(servers) -> None:
     (prepared, k1), (engine, k2) = servers
     assert prepared.get("/api/v1/catalogue", k1)[1] == engine.get("/api/v1/catalogue", k2)[1]
-    for query in SAME[-6:] + SAME[:3]:
+    for query in [q for q in SAME[-6:] + SAME[:3] if q.measure == "count"]:
         body = query.to_json()
         s1, a1, _ = prepared.table(body, k1)
         s2, a2, _ = engine.table(body, k2)

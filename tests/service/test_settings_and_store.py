@@ -71,26 +71,87 @@ def test_keys_are_hashed_and_the_audit_log_is_append_only(tmp_path):
         store.revoke("000000000000")
 
 
-def test_rate_and_quota_counts_agree_with_the_audit_log(tmp_path):
-    """The per-key counters are kept beside the log; they count what the log holds (refusals
-    of the key itself not), also for a store written before the counters existed."""
+def test_rate_and_quota_are_checked_and_counted_at_once(tmp_path):
+    """reserve() takes one query of a key's rate and quota or says which is used up; the counts
+    live beside the log and survive reopening (a store from before them is counted from the log)."""
     store = Store(tmp_path / "s.sqlite")
     _, ann = store.add_key("ann")
     _, bob = store.add_key("bob")
-    outcomes = ["answered", "refused", "rate-limited", "invalid", "quota", "answered", "forbidden", "answered"]
-    for i, outcome in enumerate(outcomes):
-        store.audit(key=ann, endpoint="/api/v1/tables", query={"i": i}, status=200, outcome=outcome)
-    store.audit(key=bob, endpoint="/api/v1/tables", query={}, status=200, outcome="answered")
-    store.audit(key=None, endpoint="/api/v1/tables", query={}, status=401, outcome="unauthorized")
-    minute, day, wait = store.usage(ann.id)
-    assert (minute, day) == (5, 5)
-    assert 0 < wait <= 61
-    assert store.usage(bob.id)[:2] == (1, 1)
-    assert store.usage("000000000000") == (0, 0, 0.0)
+    assert [store.reserve(ann.id, 3, 100)[0] for _ in range(5)] == ["ok"] * 3 + ["rate-limited"] * 2
+    state, wait = store.reserve(ann.id, 3, 100)
+    assert state == "rate-limited" and 0 < wait <= 61
+    assert [store.reserve(bob.id, 100, 2)[0] for _ in range(3)] == ["ok", "ok", "quota"]
+    assert store.usage(ann.id)[:2] == (3, 3)
+    assert Store(tmp_path / "s.sqlite").usage(bob.id)[:2] == (2, 2)
     # a store from before the counters: they are counted from the log when it is opened
+    for i, outcome in enumerate(["answered", "refused", "rate-limited", "answered", "forbidden"]):
+        store.audit(key=ann, endpoint="/api/v1/tables", query={"i": i}, status=200, outcome=outcome)
     with sqlite3.connect(tmp_path / "s.sqlite") as db:
         db.execute("DROP TABLE usage_second")
         db.execute("DROP TABLE usage_day")
-    again = Store(tmp_path / "s.sqlite")
-    assert again.usage(ann.id)[:2] == (5, 5)
-    assert again.usage(bob.id)[:2] == (1, 1)
+    assert Store(tmp_path / "s.sqlite").usage(ann.id)[:2] == (3, 3)
+
+
+def _rows(store, n=5):
+    _, key = store.add_key("ann")
+    for i in range(n):
+        store.audit(key=key, endpoint="/api/v1/tables", query={"i": i}, status=200, outcome="answered")
+
+
+def _rehash_from(path, secret, seq, change):
+    """Edit row ``seq`` round the triggers and recompute every later hash with ``secret``."""
+    import hashlib
+    import hmac
+    import json
+
+    with sqlite3.connect(path) as db:
+        db.execute("DROP TRIGGER audit_no_update")
+        db.execute(change)
+        prev = db.execute("SELECT hash FROM audit WHERE seq = ?", (seq - 1,)).fetchone()
+        prev = prev[0] if prev else "0" * 64
+        rows = db.execute("SELECT seq, ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, reason "
+                          "FROM audit WHERE seq >= ? ORDER BY seq", (seq,)).fetchall()
+        for row in rows:
+            text = prev + json.dumps([row[0], repr(float(row[1])), *row[2:]])
+            digest = (hmac.new(secret, text.encode(), hashlib.sha256) if secret else hashlib.sha256(text.encode()))
+            db.execute("UPDATE audit SET prev = ?, hash = ? WHERE seq = ?", (prev, digest.hexdigest(), row[0]))
+            prev = digest.hexdigest()
+
+
+@pytest.mark.parametrize("change", ["UPDATE audit SET query = '{\"i\": 9}' WHERE seq = 2",
+                                    "UPDATE audit SET ts = ts - 3600 WHERE seq = 2",
+                                    "UPDATE audit SET at = '2000-01-01T00:00:00.000+00:00' WHERE seq = 2"])
+def test_keyed_chain_detects_an_edit_with_recomputed_hashes(tmp_path, change):
+    """Without the secret (kept outside the log) a forger's recomputed chain does not verify,
+    whether the edit is to a query, a time (ts) or a date (at)."""
+    store = Store(tmp_path / "s.sqlite")
+    _rows(store)
+    assert store.verify() is None
+    _rehash_from(tmp_path / "s.sqlite", None, 2, change)
+    assert Store(tmp_path / "s.sqlite").verify() == 2
+    # with a wrong secret too
+    _rehash_from(tmp_path / "s.sqlite", b"x" * 32, 2, "SELECT 1")
+    assert Store(tmp_path / "s.sqlite").verify() == 2
+
+
+def test_keyed_chain_detects_truncation_and_keeps_its_secret_private(tmp_path):
+    import os
+    import stat
+
+    store = Store(tmp_path / "s.sqlite")
+    _rows(store)
+    key_file = tmp_path / "s.sqlite.audit-key"
+    assert stat.S_IMODE(os.stat(key_file).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "s.sqlite").st_mode) == 0o600
+    assert key_file.read_bytes() not in (tmp_path / "s.sqlite").read_bytes()
+    with sqlite3.connect(tmp_path / "s.sqlite") as db:
+        db.execute("DROP TRIGGER audit_no_delete")
+        db.execute("DELETE FROM audit WHERE seq >= 4")
+    assert Store(tmp_path / "s.sqlite").verify() == 4
+    # a row cut from the middle breaks the chain where it was
+    store2 = Store(tmp_path / "t.sqlite")
+    _rows(store2)
+    with sqlite3.connect(tmp_path / "t.sqlite") as db:
+        db.execute("DROP TRIGGER audit_no_delete")
+        db.execute("DELETE FROM audit WHERE seq = 3")
+    assert Store(tmp_path / "t.sqlite").verify() == 3

@@ -93,14 +93,29 @@ def test_keyboard_only_table_chart_and_csv(served, browser):
         raise AssertionError(driver.execute_script("return document.getElementById('status').textContent")) from None
     rows = driver.execute_script("return [...document.querySelectorAll('#tablebox tbody tr')].map("
                                  "r => [...r.cells].map(c => c.textContent))")
-    assert len(rows) == 6 * 3  # activity (5 + total) × sex (2 + total), margins included
+    head = driver.execute_script("return [...document.querySelectorAll('#tablebox thead th')].map(c => c.textContent)")
+    # a cross-tabulation: activity down (5 + total), sex across (total, 1, 2), labels not codes
+    assert len(rows) == 6 and all(len(r) == 4 for r in rows)
+    assert head[0] == "activity" and head[1:] == ["Total", "male", "female"], head
+    bold = driver.execute_script("return [...document.querySelectorAll('#tablebox td, #tablebox th')].filter("
+                                 "c => getComputedStyle(c).fontWeight >= 700).map(c => c.textContent)")
+    assert "Total" in bold and len(bold) >= 6 + 4  # the total row and the total column
     bars = driver.execute_script("return document.querySelectorAll('#chart svg rect').length")
     assert bars == 5
+    chart_labels = driver.execute_script("return [...document.querySelectorAll('#chart svg text[text-anchor=end]')]"
+                                         ".map(t => t.textContent)")
+    catalogue = server.get("/api/v1/catalogue", key)[1]
+    activity = next(v for v in catalogue["variables"] if v["name"] == "activity")
+    assert chart_labels == [c["label"] for c in activity["codes"]]
     # the page shows the numbers the API publishes
     status, body, _ = server.table({"dimensions": [{"variable": "activity", "level": 1},
                                                    {"variable": "sex", "level": 1}]}, key)
     assert status == 200
-    assert [int(r[-1].replace(",", "")) for r in rows] == [r[-1] for r in body["rows"]]
+    published = {(r[0], r[1]): r[-1] for r in body["rows"]}
+    codes = {c["label"]: c["code"] for c in activity["codes"]} | {"Total": "Total"}
+    sexes = ["Total", "1", "2"]
+    shown = {(codes[r[0]], sex): int(v.replace(",", "")) for r in rows for sex, v in zip(sexes, r[1:])}
+    assert shown == published
     tab_to("download")
     keys(Keys.ENTER)
     csv_file = _wait(lambda: next(iter(downloads.glob("*.csv")), None))
@@ -112,3 +127,61 @@ def test_keyboard_only_table_chart_and_csv(served, browser):
     driver.execute_script("window.scrollTo(0, 0)")  # for the picture only: the whole page at once
     driver.save_screenshot(str(ARTIFACTS / "table_builder.png"))
     shutil.copy(csv_file, ARTIFACTS / csv_file.name)
+
+
+def test_a_refusal_lists_every_rule_and_the_form_follows_the_suggestion(small_census, tmp_path, browser):
+    from tests.service.conftest import Server, add_key, write_config
+
+    state = tmp_path / "state"
+    state.mkdir()
+    config = write_config(tmp_path / "service.yaml", state, {"min_population": 50, "min_area_population": 300,
+                                                              "min_mean_cell_size": 3, "max_small_cell_share": 0.5})
+    key = add_key(small_census.directory, config, "page")
+    server = Server(small_census.directory, config).start()
+    driver, _ = browser
+    try:
+        driver.get(server.url + "/")
+        driver.find_element("id", "apikey").send_keys(key)
+        driver.find_element("id", "load").click()
+        _wait(lambda: driver.execute_script("return !document.getElementById('choices').hidden"))
+        driver.execute_script("""
+            const set = (id, v) => { const e = document.getElementById(id); e.value = v;
+                                     e.dispatchEvent(new Event('change')); };
+            set('var1', 'age_year'); set('var2', 'sex');
+            document.getElementById('area').value = 'R1A003S02';""")
+        driver.find_element("id", "send").click()
+        _wait(lambda: driver.execute_script("return document.querySelectorAll('#violations li').length"))
+        items = driver.execute_script("return [...document.querySelectorAll('#violations li')].map(l => l.textContent)")
+        status, body, _ = server.table({"dimensions": [{"variable": "age_year"}, {"variable": "sex"}],
+                                        "area": ["R1A003S02"], "measure": "count"}, key)
+        assert status == 409
+        assert len(items) == len(body["error"]["violations"]) >= 2
+        assert all(v["rule"].replace("_", " ") in " ".join(items) for v in body["error"]["violations"])
+        ARTIFACTS.mkdir(exist_ok=True)
+        driver.save_screenshot(str(ARTIFACTS / "refusal.png"))
+        driver.find_element("id", "usesuggestion").click()
+        _wait(lambda: driver.execute_script("return document.querySelectorAll('#tablebox tbody tr').length"))
+        suggestion = body["error"]["suggestion"]
+        form = driver.execute_script("""return {v: [1, 2, 3].map(i => document.getElementById('var' + i).value),
+            l: [1, 2, 3].map(i => document.getElementById('level' + i).value),
+            area: document.getElementById('area').value}""")
+        dims = suggestion["dimensions"]
+        assert form["v"][:len(dims)] == [d["variable"] for d in dims]
+        assert form["l"][:len(dims)] == [str(d["level"]) for d in dims]
+        assert form["area"] == ", ".join(suggestion.get("area", []))
+        driver.save_screenshot(str(ARTIFACTS / "suggestion_accepted.png"))
+        # the chart names categories by their labels, not their codes
+        driver.execute_script("""
+            const set = (id, v) => { const e = document.getElementById(id); e.value = v;
+                                     e.dispatchEvent(new Event('change')); };
+            set('var1', 'sex'); set('var2', 'activity'); set('var3', '');
+            document.getElementById('area').value = ''; document.getElementById('where').value = '';""")
+        driver.find_element("id", "send").click()
+        _wait(lambda: driver.execute_script("return document.querySelector('#crosstab caption') && "
+                                            "document.querySelector('#crosstab caption').textContent.startsWith("
+                                            "'Persons by sex')"))
+        labels = driver.execute_script("return [...document.querySelectorAll('#chart svg text[text-anchor=end]')]"
+                                       ".map(t => t.textContent)")
+        assert labels == ["male", "female"]
+    finally:
+        server.stop()

@@ -40,7 +40,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action != "add" and not settings.store_path.is_file():
         raise InputError("no service store here yet (tabsafe keys-admin --data DIR add USER makes one)",
                          where=str(settings.store_path))
-    store = Store(settings.store_path)
+    store = Store(settings.store_path, key_path=settings.audit_key_path)
     if args.action == "add":
         text, key = store.add_key(args.user, rate_per_minute=args.rate, quota_per_day=args.quota, note=args.note)
         print(f"key {key.id} for {key.user} (shown once, keep it secret):")

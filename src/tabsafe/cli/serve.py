@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
     from tabsafe.errors import InputError
     from tabsafe.service.planned import open_data
     from tabsafe.service.prepared import open_prepared, prepare
@@ -25,6 +27,8 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings.load(data=args.data, config=args.config, host=args.host, port=args.port,
                              workers=args.workers)
     _check_meta(settings.data)
+    # the prepared records, kept cubes, answers, the store and its audit key: its owner's only
+    os.umask(0o077)
     if args.prepare and settings.engine != "prepared":
         raise InputError(f"setting 'engine' is {settings.engine!r}: the records are counted where they are, "
                          f"there is nothing to prepare", where=args.config)

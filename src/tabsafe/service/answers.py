@@ -33,9 +33,13 @@ class Answer:
 
 
 class AnswerCache:
-    def __init__(self, path: Path, fingerprint: str) -> None:
+    """Answers on disk, at most ``kept`` of them: past that the oldest go."""
+
+    def __init__(self, path: Path, fingerprint: str, kept: int = 50_000) -> None:
         self.path = path
         self.fingerprint = fingerprint
+        self.kept = kept
+        self._puts = 0
         self._local = threading.local()
         self._db().execute("CREATE TABLE IF NOT EXISTS answers (key TEXT PRIMARY KEY, record TEXT NOT NULL, "
                            "body BLOB NOT NULL)")
@@ -48,6 +52,9 @@ class AnswerCache:
             db.execute("PRAGMA synchronous=OFF")  # a lost answer is computed again
             db.execute("PRAGMA busy_timeout=30000")
             self._local.db = db
+            from tabsafe.service.store import private_file
+
+            private_file(self.path)
         return db
 
     def key(self, query: Any, fmt: str) -> str:
@@ -63,16 +70,25 @@ class AnswerCache:
 
     def put(self, key: str, answer: Answer) -> None:
         record = {k: v for k, v in answer.__dict__.items() if k != "body"}
-        self._db().execute("INSERT OR REPLACE INTO answers(key, record, body) VALUES (?, ?, ?)",
-                           (key, json.dumps(record), answer.body))
+        db = self._db()
+        if self.kept <= 0:
+            return
+        db.execute("INSERT OR REPLACE INTO answers(key, record, body) VALUES (?, ?, ?)",
+                   (key, json.dumps(record), answer.body))
+        self._puts += 1
+        if self._puts % 100 == 0:
+            n = db.execute("SELECT count(*) FROM answers").fetchone()[0]
+            if n > self.kept:
+                db.execute("DELETE FROM answers WHERE rowid IN (SELECT rowid FROM answers ORDER BY rowid LIMIT ?)",
+                           (n - self.kept,))
 
 
 def fingerprint(settings: Any, data_fingerprint: str) -> str:
     """Everything that shapes an answer, hashed."""
     shaping = {"data": data_fingerprint, "chain": [s.model_dump() for s in settings.chain], "seed": settings.seed,
                "rules": settings.rules.model_dump(), "limits": settings.limits.model_dump(exclude={
-                   "rate_per_minute", "quota_per_day", "cache_entries"}),
+                   "rate_per_minute", "quota_per_day", "cache_entries", "cube_cache_cells", "answers_kept"}),
                "numeric": {k: v.model_dump() for k, v in settings.numeric.items()},
-               "recode_level": settings.recode_level, "levels": settings.levels, "labels": settings.labels,
-               "format": 1}
+               "recode_level": settings.recode_level, "magnitudes": settings.magnitudes.model_dump(), "levels": settings.levels, "labels": settings.labels,
+               "format": 2}
     return hashlib.sha256(json.dumps(shaping, sort_keys=True, default=str).encode()).hexdigest()

@@ -15,6 +15,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from tabsafe.errors import TabsafeError, TooLargeError
 from tabsafe.service.answers import AnswerCache, fingerprint
+from tabsafe.service.defence import Defence
 from tabsafe.service.deps import ServiceError
 from tabsafe.service.routes import TABLES, router, web
 from tabsafe.service.settings import Settings, build
@@ -39,21 +40,72 @@ def _audit(request: Request, status: int, kind: str, message: str, query: Any = 
     store.audit(key=key, endpoint=TABLES, query=q, status=status, outcome=kind, reason=message[:500])
 
 
+#: headers of every response: no framing by other sites (clickjacking), no type sniffing, no
+#: referrer leaving the service
+SECURITY_HEADERS = [(b"x-frame-options", b"DENY"), (b"x-content-type-options", b"nosniff"),
+                    (b"referrer-policy", b"no-referrer")]
+FRAME_ANCESTORS = b"frame-ancestors 'none'"
+
+
 class BodyLimit:
-    """Refuse request bodies over the limit before they are read (pure ASGI: no overhead)."""
+    """Refuse request bodies over the limit on the bytes actually read — announced by
+    Content-Length or sent chunked — before the app sees any (413; the rest is never read), and
+    give every response the security headers (pure ASGI: no overhead)."""
 
     def __init__(self, app: Any, limit: int) -> None:
         self.app = app
         self.limit = limit
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
-        if scope["type"] == "http":
-            length = dict(scope.get("headers") or []).get(b"content-length")
-            if length is not None and (not length.isdigit() or int(length) > self.limit):
-                response = _error(413, "too-large", f"a request body has at most {self.limit:,} bytes")
-                await response(scope, receive, send)
-                return
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        send = _secured(send)
+        length = dict(scope.get("headers") or []).get(b"content-length")
+        if length is not None and (not length.isdigit() or int(length) > self.limit):
+            await self._too_large(scope, receive, send)
+            return
+        if scope.get("method") in ("POST", "PUT", "PATCH"):
+            body, more = bytearray(), True
+            while more:
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    return
+                body += message.get("body", b"")
+                more = message.get("more_body", False)
+                if len(body) > self.limit:
+                    await self._too_large(scope, receive, send)
+                    return
+            replayed = False
+
+            async def replay() -> Any:
+                nonlocal replayed
+                if not replayed:
+                    replayed = True
+                    return {"type": "http.request", "body": bytes(body), "more_body": False}
+                return await receive()
+
+            await self.app(scope, replay, send)
+            return
         await self.app(scope, receive, send)
+
+    async def _too_large(self, scope: Any, receive: Any, send: Any) -> None:
+        # the connection is closed after the answer: what is left of the body is never read
+        response = _error(413, "too-large", f"a request body has at most {self.limit:,} bytes",
+                          headers={"Connection": "close"})
+        await response(scope, receive, send)
+
+
+def _secured(send: Any) -> Any:
+    async def wrapped(message: Any) -> None:
+        if message["type"] == "http.response.start":
+            headers = [(k, v) for k, v in message.get("headers", []) if k.lower() != b"x-frame-options"]
+            csp = [v for k, v in headers if k.lower() == b"content-security-policy"]
+            headers = [(k, v) for k, v in headers if k.lower() != b"content-security-policy"]
+            policy = (csp[0] + b"; " if csp else b"") + FRAME_ANCESTORS
+            message = {**message, "headers": [*headers, *SECURITY_HEADERS, (b"content-security-policy", policy)]}
+        await send(message)
+    return wrapped
 
 
 def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
@@ -61,6 +113,7 @@ def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
     the records: ``engine`` in the settings, :mod:`tabsafe.service.planned`)."""
     from tabsafe.service.planned import make_builder, open_data
 
+    os.umask(0o077)  # every file the service writes (store, answers, kept cubes) is its owner's only
     data = data or open_data(settings)
     app = FastAPI(
         title="tabsafe table builder",
@@ -75,8 +128,10 @@ def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
     app.state.builder = make_builder(settings, data)
     # ready before the first request: uvicorn accepts connections once the app is made
     app.state.builder.warm()
-    app.state.store = Store(settings.store_path)
-    app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint))
+    app.state.store = Store(settings.store_path, key_path=settings.audit_key_path)
+    app.state.defence = Defence(settings, data, app.state.store)
+    app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint),
+                                    settings.limits.answers_kept)
 
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:

@@ -14,6 +14,7 @@ from fastapi.security import APIKeyHeader
 
 from tabsafe.service.answers import AnswerCache
 from tabsafe.service.builder import Builder
+from tabsafe.service.defence import Defence
 from tabsafe.service.settings import Settings
 from tabsafe.service.store import Key, Store
 
@@ -50,8 +51,13 @@ async def get_answers(request: Request) -> AnswerCache:
     return request.app.state.answers
 
 
+async def get_defence(request: Request) -> Defence:
+    return request.app.state.defence
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 AnswersDep = Annotated[AnswerCache, Depends(get_answers)]
+DefenceDep = Annotated[Defence, Depends(get_defence)]
 BuilderDep = Annotated[Builder, Depends(get_builder)]
 StoreDep = Annotated[Store, Depends(get_store)]
 
@@ -80,13 +86,15 @@ async def query_key(key: KeyDep, settings: SettingsDep, store: StoreDep) -> Key 
     """The key of a query, within its rate (per minute) and quota (per UTC day)."""
     if key is None:
         return None
-    minute, day, wait = store.usage(key.id)
     rate = key.rate_per_minute or settings.limits.rate_per_minute
     quota = key.quota_per_day or settings.limits.quota_per_day
-    if day >= quota:
+    # checked and counted at once, so processes answering side by side never both take the last
+    # query of a minute (counting when the audit row was written let 31 through a rate of 30)
+    state, wait = store.reserve(key.id, rate, quota)
+    if state == "quota":
         raise ServiceError(429, "quota", f"the key's quota of {quota:,} queries a day is used up",
                            headers={"Retry-After": "3600"})
-    if minute >= rate:
+    if state == "rate-limited":
         raise ServiceError(429, "rate-limited", f"at most {rate:,} queries a minute per key; try again in "
                            f"{wait:.0f} s", headers={"Retry-After": str(max(1, round(wait)))})
     return key

@@ -15,6 +15,7 @@ What the planner cannot say the same way is refused (HTTP 422), never answered d
 
 * a filter on a numeric variable (the prepared records count a missing value as 0; SQL leaves it
   out of every comparison);
+* a sum or a mean (the dominance and p% rules on its contributions need the records);
 * numeric variables not declared in the settings' ``numeric`` (the prepared records choose a flex
   point from the records' median, which would need a pass over them before any query).
 """
@@ -204,6 +205,13 @@ class PlannedBuilder(Builder):
             fixed = np.rint(np.asarray(t.column(f"sum_{r.numeric}"), dtype=float) * 10**DIGITS)
             cubes["fixed"] = total(fixed).reshape(sizes)
         return self.table_from_cubes(r, cubes, [list(d.targets) for d in r.dims])
+
+    def contributions(self, r: Resolved) -> dict[str, Any]:
+        """Sums and means need each cell's largest contributions (the dominance and p% rules of
+        :mod:`tabsafe.service.magnitudes`), which the planner does not count: refused."""
+        raise InputError(f"measure {r.query.measure!r}: sums and means are answered from the prepared records only "
+                         f"(their dominance rules read each contribution); this service counts with "
+                         f"{self.settings.engine}")
 
     def area_table(self, r: Resolved) -> Table | None:
         """The area's whole population (no filter) as the one-cell table the prepared backend

@@ -370,6 +370,24 @@ def compile_filter(data: Prepared, node: _filter.Filter) -> Callable[[Any], np.n
     return function(_filter.fold(node, leaf, combine(True), combine(False)))
 
 
+def _depth(text: str) -> int:
+    """The deepest nesting of brackets in a filter (outside quoted strings): the parser recurses
+    once per level, so the depth is limited before it runs."""
+    depth = deepest = 0
+    quote = None
+    for ch in text:
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "(":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch == ")":
+            depth = max(0, depth - 1)
+    return deepest
+
+
 def resolve(query: Query, data: Prepared, limits: Any) -> Resolved:
     """Check a query against the catalogue (module docstring); every error names what is wrong."""
     if not query.dimensions:
@@ -397,7 +415,13 @@ def resolve(query: Query, data: Prepared, limits: Any) -> Resolved:
     if query.where is not None:
         if len(query.where) > limits.max_filter_length:
             raise TooLargeError(f"a filter has at most {limits.max_filter_length:,} characters")
-        node = _filter.parse(query.where)
+        depth = _depth(query.where)
+        if depth > limits.max_filter_depth:
+            raise InputError(f"filter: brackets nest at most {limits.max_filter_depth} deep; got {depth}")
+        try:
+            node = _filter.parse(query.where)
+        except RecursionError:  # pragma: no cover - the depth limit comes first
+            raise InputError("filter: brackets nest too deeply") from None
         mask = compile_filter(data, node)
         where = node.to_text()
     if query.measure not in MEASURES:

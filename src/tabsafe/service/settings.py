@@ -52,11 +52,41 @@ class Limits(_Model):
     max_area_blocks: int = Field(10_000, ge=1)
     max_groups: int = Field(500, ge=1)
     max_filter_length: int = Field(2_000, ge=1)
+    max_filter_depth: int = Field(32, ge=1, le=200, description="deepest nesting of brackets in a filter")
     max_body_bytes: int = Field(200_000, ge=1_000)
     rate_per_minute: int = Field(600, ge=1, description="default queries per minute of a key")
     quota_per_day: int = Field(20_000, ge=1, description="default queries per UTC day of a key")
     suggestion_tries: int = Field(40, ge=1, description="most candidate tables tried for a suggestion")
     cache_entries: int = Field(4_096, ge=0)
+    cube_cache_cells: int = Field(3_000_000, ge=0, description="cells of whole-population cubes kept in memory "
+                                  "per process (least recently used go first)")
+    answers_kept: int = Field(50_000, ge=0, description="answers kept on disk for every process (oldest go first)")
+
+
+class Differencing(_Model):
+    """The differencing defence (:mod:`tabsafe.service.population`): a record of every population
+    answered to any key, so that no combination of answered tables isolates a population the
+    release rules would refuse. ``None`` takes the release rule's minimum."""
+
+    enabled: bool = Field(True, description="keep the record and refuse what it forbids")
+    min_population: int | None = Field(None, ge=1, description="populations under this many records are "
+                                       "never isolated by a combination (default rules.min_population)")
+    min_area_population: int | None = Field(None, ge=1, description="areas under this many records are never "
+                                            "isolated by a combination of areas (default "
+                                            "rules.min_area_population)")
+    populations_per_key: int = Field(2_000, ge=1, description="distinct populations a key is answered per UTC day")
+
+
+class Magnitudes(_Model):
+    """Rules for sums and means (seed 000 §5.7; seed 003's dominance). A cell's sum and mean are
+    published (perturbed) only when its published count is at least ``min_count`` and its
+    contributions pass both rules; otherwise they are null."""
+
+    min_count: int = Field(5, ge=1, description="least published count of a cell with a sum or mean")
+    dominance_n: int = Field(1, ge=1, le=2, description="(n, k) dominance: the n largest contributions …")
+    dominance_k: float = Field(60.0, gt=0, le=100, description="… may make at most k% of the cell's total")
+    p_percent: float = Field(10.0, ge=0, le=100, description="p% rule: the total less the two largest "
+                             "contributions must be at least p% of the largest")
 
 
 class Step(_Model):
@@ -93,6 +123,9 @@ class Settings(_Model):
         recode_level: the level whose whole categories groups must be unions of.
         labels: labels of codes, per variable (in addition to meta.yaml's).
         rules, limits: see :class:`Rules`, :class:`Limits`.
+        differencing: the record of answered populations (:class:`Differencing`).
+        magnitudes: rules for sums and means (:class:`Magnitudes`).
+        audit_key: the file of the audit log's secret key (kept outside the log).
         engine: how tables are counted: ``prepared`` (the default: the memory-mapped code matrix
             of :mod:`tabsafe.service.prepared`), or a registered engine (``duckdb``, ``spark``)
             counting each table from the records file through the shared planner
@@ -121,6 +154,10 @@ class Settings(_Model):
     limits: Limits = Limits()
     access_log: bool = False
     engine: str = "prepared"
+    differencing: Differencing = Differencing()
+    magnitudes: Magnitudes = Magnitudes()
+    #: where the keyed audit chain's secret is kept (default: beside the store, ``.audit-key``, 0600)
+    audit_key: Path | None = None
 
     @field_validator("chain")
     @classmethod
@@ -159,6 +196,15 @@ class Settings(_Model):
     @property
     def store_path(self) -> Path:
         return self.store or self.data / "service.sqlite"
+
+    @property
+    def audit_key_path(self) -> Path:
+        return self.audit_key or self.store_path.with_name(self.store_path.name + ".audit-key")
+
+    def thresholds(self) -> tuple[int, int]:
+        """The differencing record's minimum population and minimum area population."""
+        d, r = self.differencing, self.rules
+        return (d.min_population or r.min_population or 1, d.min_area_population or r.min_area_population or 1)
 
     @classmethod
     def load(cls, *, data: str | Path, config: str | Path | None = None, **overrides: Any) -> Settings:

@@ -3,15 +3,20 @@
 * Keys are shown once, when made, as ``tsk_<id>_<secret>``; the store keeps the id and the
   SHA-256 of the secret (a 256-bit random secret needs no slow hash), compares in constant time,
   and never logs a key.
-* Per-key limits: queries per minute (rate) and per UTC day (quota), counted in the same
-  transaction that appends the query's audit row (per key and second, and per key and day), so
-  every server process and every restart sees the same counts, and checking them costs two
-  indexed reads however long the log grows (counting the log itself grew with every query of
-  the day).
+* Per-key limits: queries per minute (rate) and per UTC day (quota). :meth:`Store.reserve`
+  checks both and counts the query in one ``BEGIN IMMEDIATE`` transaction (per key and second,
+  and per key and day), so two server processes can never both take the last query of a minute,
+  every restart sees the same counts, and checking costs two indexed reads however long the log
+  grows.
 * The audit log is append-only: SQLite triggers abort any UPDATE or DELETE, and every row carries
-  the SHA-256 of the row before it and of itself (a hash chain), so a row edited outside the
-  service shows up in :meth:`Store.verify`. One row per query: who, when, the definition, the
-  cells, the rules applied, the outcome (answered, refused with the rule, invalid, unauthorised…).
+  an HMAC-SHA256, under a secret kept outside the log (a 0600 file beside it), of the row before
+  it and of itself — its time and sequence number included — and a keyed head names the last row.
+  An edit, an edit with every later hash recomputed (impossible without the secret), a changed
+  time, or rows cut off the end all show in :meth:`Store.verify`. One row per query: who, when,
+  the definition, the cells, the rules applied, the outcome (answered, refused with the rule,
+  invalid, unauthorised…).
+* Every file of the store is made readable by its owner only (0600): it holds keys' hashes and
+  every user's queries.
 """
 
 from __future__ import annotations
@@ -66,6 +71,12 @@ CREATE TABLE IF NOT EXISTS audit (
     hash TEXT NOT NULL
 );
 CREATE INDEX IF NOT EXISTS audit_key_ts ON audit(key_id, ts);
+CREATE TABLE IF NOT EXISTS audit_head (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    seq INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    mac TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS usage_second (
     key_id TEXT NOT NULL,
     second INTEGER NOT NULL,
@@ -130,16 +141,50 @@ def split_key(text: str) -> tuple[str, str] | None:
     return parts[1], parts[2]
 
 
+def private_file(path: Path) -> None:
+    """Make ``path`` (and SQLite's -wal and -shm beside it) readable by its owner only."""
+    import os
+
+    for p in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        try:
+            os.chmod(p, 0o600)
+        except FileNotFoundError:
+            pass
+
+
+def _secret(path: Path) -> bytes:
+    """The audit chain's secret: read, or made once (32 random bytes, a 0600 file)."""
+    import os
+
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:  # another process made it first
+            return _secret(path)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+        data = path.read_bytes()
+    if len(data) < 32:
+        raise InputError("the audit key file is too short (32 bytes expected)", where=str(path))
+    return data
+
+
 class Store:
     """The SQLite store (module docstring); one connection per thread."""
 
-    def __init__(self, path: str | Path) -> None:
+    def __init__(self, path: str | Path, *, key_path: str | Path | None = None) -> None:
         self.path = Path(path)
+        self.key_path = Path(key_path) if key_path is not None else self.path.with_name(self.path.name + ".audit-key")
         self._local = threading.local()
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             os.close(os.open(self.path, os.O_CREAT | os.O_RDWR, 0o600))  # key hashes, every query: private (#25)
+            self._secret = _secret(self.key_path)
             db = self._db()
+            private_file(self.path)
             fresh = db.execute("SELECT 1 FROM sqlite_master WHERE name = 'usage_day'").fetchone() is None
             db.executescript(SCHEMA)
             if fresh:  # a store from before the counters: count the day's queries from the log
@@ -155,6 +200,7 @@ class Store:
             db.execute("PRAGMA synchronous=NORMAL")
             db.execute("PRAGMA busy_timeout=30000")
             self._local.db = db
+            private_file(self.path)
         return db
 
     class _Tx:
@@ -252,11 +298,39 @@ class Store:
         wait = oldest + WINDOW + 1 - t if oldest is not None else 0.0
         return int(minute), int(day[0]) if day else 0, max(0.0, wait)
 
+    def reserve(self, key_id: str, rate: int, quota: int) -> tuple[str, float]:
+        """Take one query of a key's rate and quota, or say which is used up: ``("ok", 0)``,
+        ``("quota", 0)`` or ``("rate-limited", seconds to wait)``. Checked and counted in one
+        write transaction, so processes taking turns see each other's counts."""
+        with self._tx() as db:
+            t = time.time()
+            now = int(t)
+            minute, oldest = db.execute("SELECT coalesce(sum(n), 0), min(second) FROM usage_second "
+                                        "WHERE key_id = ? AND second >= ?", (key_id, now - WINDOW)).fetchone()
+            day = db.execute("SELECT n FROM usage_day WHERE key_id = ? AND day = ?", (key_id, _day(t))).fetchone()
+            if (day[0] if day else 0) >= quota:
+                return "quota", 0.0
+            if minute >= rate:
+                return "rate-limited", max(0.0, oldest + WINDOW + 1 - t)
+            db.execute("INSERT INTO usage_second(key_id, second, n) VALUES (?, ?, 1) "
+                       "ON CONFLICT(key_id, second) DO UPDATE SET n = n + 1", (key_id, now))
+            db.execute("DELETE FROM usage_second WHERE key_id = ? AND second < ?", (key_id, now - WINDOW))
+            db.execute("INSERT INTO usage_day(key_id, day, n) VALUES (?, ?, 1) "
+                       "ON CONFLICT(key_id, day) DO UPDATE SET n = n + 1", (key_id, _day(t)))
+        return "ok", 0.0
+
     # ------------------------------------------------------------------ audit
+    def _mac(self, text: str) -> str:
+        return hmac.new(self._secret, text.encode(), hashlib.sha256).hexdigest()
+
+    def _row_mac(self, prev: str, seq: int, ts: float, values: list[Any]) -> str:
+        return self._mac(prev + json.dumps([seq, repr(float(ts)), *values]))
+
     def audit(self, *, key: Key | None, endpoint: str, query: Any, status: int, outcome: str,
               cells: int | None = None, rules: Sequence[dict[str, Any]] | None = None,
               reason: str | None = None) -> int:
-        """Append one row; returns its sequence number."""
+        """Append one row (keyed chain and head, module docstring); returns its sequence number.
+        A query's rate and quota were counted when it was let in (:meth:`reserve`)."""
         ts, at = _now()
         q = query if isinstance(query, str) or query is None else json.dumps(query, sort_keys=True)
         if q is not None and len(q) > 20_000:
@@ -265,20 +339,17 @@ class Store:
         values = [at, key.id if key else None, key.user if key else None, endpoint, q, status, outcome, cells, r,
                   reason]
         with self._tx() as db:
-            last = db.execute("SELECT hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-            prev = last[0] if last else "0" * 64
-            digest = hashlib.sha256((prev + json.dumps(values)).encode()).hexdigest()
-            cur = db.execute(
-                "INSERT INTO audit(ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, reason, "
-                "prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (ts, *values, prev, digest))
-            if key is not None and outcome not in NOT_COUNTED:
-                second = int(ts)
-                db.execute("INSERT INTO usage_second(key_id, second, n) VALUES (?, ?, 1) "
-                           "ON CONFLICT(key_id, second) DO UPDATE SET n = n + 1", (key.id, second))
-                db.execute("DELETE FROM usage_second WHERE key_id = ? AND second < ?", (key.id, second - WINDOW))
-                db.execute("INSERT INTO usage_day(key_id, day, n) VALUES (?, ?, 1) "
-                           "ON CONFLICT(key_id, day) DO UPDATE SET n = n + 1", (key.id, at[:10]))
-            return int(cur.lastrowid or 0)
+            last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+            prev = last[1] if last else "0" * 64
+            seq = (int(last[0]) if last else 0) + 1
+            digest = self._row_mac(prev, seq, ts, values)
+            db.execute(
+                "INSERT INTO audit(seq, ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, reason, "
+                "prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq, ts, *values, prev, digest))
+            db.execute("INSERT INTO audit_head(id, seq, hash, mac) VALUES (1, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
+                       "SET seq = excluded.seq, hash = excluded.hash, mac = excluded.mac",
+                       (seq, digest, self._mac(f"head:{seq}:{digest}")))
+            return seq
 
     def audit_rows(self) -> Iterator[dict[str, Any]]:
         cur = self._db().execute(f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit ORDER BY seq")
@@ -289,14 +360,27 @@ class Store:
         return int(self._db().execute("SELECT count(*) FROM audit").fetchone()[0])
 
     def verify(self) -> int | None:
-        """The first row whose hash chain is broken, or None when the log is intact."""
+        """The first row where the keyed chain breaks — a row edited, rehashed, re-timed or
+        missing; for rows cut off the end, the first missing sequence number — or None when the
+        log is intact."""
         prev = "0" * 64
-        for row in self.audit_rows():
-            values = [row[c] for c in AUDIT_COLUMNS[1:11]]
-            digest = hashlib.sha256((prev + json.dumps(values)).encode()).hexdigest()
-            if row["prev"] != prev or row["hash"] != digest:
-                return int(row["seq"])
-            prev = row["hash"]
+        expected = 1
+        db = self._db()
+        for row in db.execute("SELECT seq, ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, "
+                              "reason, prev, hash FROM audit ORDER BY seq"):
+            seq, ts, values, row_prev, row_hash = int(row[0]), row[1], list(row[2:12]), row[12], row[13]
+            if seq != expected or row_prev != prev or not hmac.compare_digest(
+                    row_hash, self._row_mac(prev, seq, ts, values)):
+                return min(seq, expected)
+            prev, expected = row_hash, seq + 1
+        head = db.execute("SELECT seq, hash, mac FROM audit_head WHERE id = 1").fetchone()
+        if head is None:
+            return None if expected == 1 else expected
+        seq, digest, mac = int(head[0]), head[1], head[2]
+        if not hmac.compare_digest(mac, self._mac(f"head:{seq}:{digest}")):
+            return seq
+        if seq != expected - 1 or digest != prev:
+            return min(seq, expected - 1) + 1 if seq >= expected else seq
         return None
 
     def export(self, fmt: str = "jsonl") -> str:

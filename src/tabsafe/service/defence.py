@@ -1,0 +1,244 @@
+"""The table builder's differencing defence: the record of answered populations, shared by every
+server process through the SQLite store, and the per-key budget of distinct populations.
+
+Before a table leaves the service, :meth:`Defence.admit` checks its population — the records the
+table counts (:func:`population_mask`) — and, for a table of a user-defined area, the area alone,
+against every population answered before to any key (intruders share what they get):
+
+* the rule of :mod:`tabsafe.service.population` on a record of populations (minimum:
+  ``rules.min_population``) and on a record of areas (minimum: ``rules.min_area_population``),
+  so that no combination of answered tables isolates what the release rules refuse;
+* a key is answered at most ``differencing.populations_per_key`` distinct populations a UTC day.
+
+The record of every process is the same: the store's ``populations`` table lists each population
+answered, in order, with the canonical query it came from; a process replays the rows it has not
+seen (recomputing their records) inside the same ``BEGIN IMMEDIATE`` transaction in which it checks
+and appends its own, so two processes never admit two halves of a difference. A population
+already in the record (the same records, however the query spelled them) is admitted without a
+transaction beyond the key's budget.
+
+A refusal says which rule and what passes instead; it carries no figure of any population.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tabsafe.errors import InputError
+from tabsafe.service.population import Record, digest
+from tabsafe.service.query import Query, Resolved, resolve
+
+POPULATIONS_SCHEMA = """
+CREATE TABLE IF NOT EXISTS populations (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    at TEXT NOT NULL,
+    key_id TEXT,
+    digest TEXT NOT NULL,
+    query TEXT NOT NULL,
+    data TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS key_populations (
+    key_id TEXT NOT NULL,
+    day TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    PRIMARY KEY (key_id, day, digest)
+) WITHOUT ROWID;
+"""
+
+
+@dataclass(frozen=True)
+class Refused:
+    """Why the defence refuses a table: the rule and a sentence without figures."""
+
+    rule: str
+    message: str
+
+
+def population_mask(data: Any, r: Resolved) -> np.ndarray:
+    """The records a resolved query counts: its area, its filter, the categories and groups its
+    variables keep (a record in no shown category is left out of the table)."""
+    mask = np.zeros(data.n, dtype=bool)
+    restricted = [(d.lut, data.codes[d.variable.name]) for d in r.dims if bool((d.lut < 0).any())]
+    for s, e in r.ranges:
+        sel = slice(s, e)
+        keep = r.mask(sel) if r.mask is not None else np.ones(e - s, dtype=bool)
+        for lut, codes in restricted:
+            keep &= lut[codes[sel]] >= 0
+        mask[sel] = keep
+    return mask
+
+
+def area_mask(data: Any, r: Resolved) -> np.ndarray | None:
+    """The records of the query's user-defined area (None: no area)."""
+    if r.area_label is None:
+        return None
+    mask = np.zeros(data.n, dtype=bool)
+    for s, e in r.ranges:
+        mask[s:e] = True
+    return mask
+
+
+def _day(t: float) -> str:
+    return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d")
+
+
+class Defence:
+    """The record of answered populations of one server process, kept in step with the store."""
+
+    def __init__(self, settings: Any, data: Any, store: Any) -> None:
+        self.settings = settings
+        self.data = data
+        self.store = store
+        # a recorded population is replayed whatever the limits of the day: they bound a table's
+        # size, not which records it counts
+        self.limits = settings.limits.model_copy(update={
+            "max_grid_cells": 2**62, "max_area_blocks": 2**62, "max_groups": 2**62, "max_filter_length": 2**62})
+        self.data_id = str(getattr(data, "fingerprint", ""))
+        self.budget = settings.differencing.populations_per_key
+        t_pop, t_area = settings.thresholds()
+        self.active = settings.differencing.enabled and max(t_pop, t_area) > 1
+        self.budget_on = settings.differencing.enabled
+        self._lock = threading.Lock()
+        self._digests: dict[str, tuple[str, str | None]] = {}
+        self.last = 0
+        if self.active and getattr(data, "blocks", None) is None and data.geography is not None:
+            raise InputError("the differencing defence needs the prepared records (engine: prepared); "
+                             "switch it off only where no table can be differenced (differencing.enabled)")
+        self.people = Record(data.n, t_pop) if self.active else None
+        self.areas = Record(data.n, t_area) if self.active and data.geography else None
+        db = store._db()
+        db.executescript(POPULATIONS_SCHEMA)
+        if self.active:
+            with self._lock:
+                self._sync(db)
+
+    # ------------------------------------------------------------------ populations of a query
+    def _masks(self, query: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None]:
+        r = resolve(Query.from_json(query), self.data, self.limits)
+        return population_mask(self.data, r), area_mask(self.data, r)
+
+    def _apply(self, masks: tuple[np.ndarray, np.ndarray | None], *, check: bool) -> Refused | None:
+        """Check (or, replaying, only record) one query's population and area."""
+        assert self.people is not None
+        people, area = masks
+        trials = []
+        pairs = [(self.people, people)]
+        if self.areas is not None and area is not None:
+            pairs.append((self.areas, area))
+        for record, mask in pairs:
+            split = record.split([[mask]])
+            if not split.rows:
+                continue
+            trial = record.trial(split)
+            if check and trial.problem is not None:
+                return _refusal(record is self.areas, trial.problem)
+            trials.append((record, trial))
+        for record, trial in trials:
+            record.commit(trial)
+        return None
+
+    def _sync(self, db: Any) -> None:
+        """Replay the populations other processes recorded since this one last looked."""
+        # populations answered from other records (prepared again since) say nothing of these
+        rows = db.execute("SELECT seq, query, data FROM populations WHERE seq > ? ORDER BY seq",
+                          (self.last,)).fetchall()
+        import json
+
+        for seq, text, data_id in rows:
+            if data_id == self.data_id:
+                self._apply(self._masks(json.loads(text)), check=False)
+            self.last = int(seq)
+
+    # ------------------------------------------------------------------ the check
+    def admit(self, key_id: str | None, query: dict[str, Any]) -> Refused | None:
+        """None when the table may be published to ``key_id``; else why not (module docstring).
+        ``query`` is the canonical query of an answered table."""
+        if not self.budget_on:
+            return None
+        import json
+
+        text = json.dumps(query, sort_keys=True, separators=(",", ":"))
+        with self._lock:
+            known = self._digests.get(text)
+            if known is None and not self.active:
+                # nothing to record: the budget counts queries by their canonical text
+                known = (hashlib.blake2b(text.encode(), digest_size=16).hexdigest(), None)
+                masks = None
+            elif known is None:
+                masks = self._masks(query)
+                known = (digest(masks[0]), digest(masks[1]) if masks[1] is not None else None)
+                if len(self._digests) > 50_000:
+                    self._digests.clear()
+                self._digests[text] = known
+            else:
+                masks = None
+            fresh = self.active and not (known[0] in self.people.known  # type: ignore[union-attr]
+                                         and (known[1] is None or self.areas is None or known[1] in self.areas.known))
+            with self.store._tx() as db:
+                refused = self._budget(db, key_id, known[0])
+                if refused is not None or not fresh:
+                    return refused
+                self._sync(db)
+                if masks is None:
+                    masks = self._masks(query)
+                refused = self._apply(masks, check=True)
+                if refused is not None:
+                    db.execute("DELETE FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
+                               (key_id or "", _day(time.time()), known[0]))
+                    return refused
+                cur = db.execute("INSERT INTO populations(at, key_id, digest, query, data) VALUES (?, ?, ?, ?, ?)",
+                                 (_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), key_id, known[0],
+                                  text, self.data_id))
+                self.last = int(cur.lastrowid or self.last)
+                return None
+
+    def would_admit(self, query: dict[str, Any]) -> bool:
+        """Whether the record (as this process knows it) admits ``query``'s population: for
+        suggestions; :meth:`admit` decides."""
+        if not self.active:
+            return True
+        with self._lock:
+            people, area = self._masks(query)
+            for record, mask in ((self.people, people), (self.areas, area)):
+                if record is None or mask is None:
+                    continue
+                split = record.split([[mask]])
+                if split.rows and record.trial(split).problem is not None:
+                    return False
+        return True
+
+    def _budget(self, db: Any, key_id: str | None, pop: str) -> Refused | None:
+        """Count the population against the key's budget of the day (inserted when new)."""
+        day = _day(time.time())
+        key = key_id or ""
+        seen = db.execute("SELECT 1 FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
+                          (key, day, pop)).fetchone()
+        if seen:
+            return None
+        n = db.execute("SELECT count(*) FROM key_populations WHERE key_id = ? AND day = ?", (key, day)).fetchone()[0]
+        if n >= self.budget:
+            return Refused("populations_per_key", f"the key has been answered its {self.budget:,} distinct "
+                           f"populations of the day; ask again for a population already answered, or tomorrow")
+        db.execute("INSERT INTO key_populations(key_id, day, digest) VALUES (?, ?, ?)", (key, day, pop))
+        return None
+
+
+def _refusal(area: bool, problem: str) -> Refused:
+    what, a_what = ("area", "an area") if area else ("population", "a population")
+    if problem == "repeated":
+        text = (f"the table's {what} is under the minimum and a combination of tables already published gives "
+                f"it too: it would be seen twice, and differences averaged")
+    else:
+        text = (f"together with tables already published, the table's {what} would isolate {a_what} under the "
+                f"minimum by differencing (seed 002 §5)")
+    return Refused("differencing", text)
+
+
+__all__ = ["Defence", "Refused", "area_mask", "population_mask"]

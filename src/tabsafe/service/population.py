@@ -1,0 +1,361 @@
+"""The record of answered populations and the differencing rule over it (seed 002 §5, seed 001 §1).
+
+A table's *population* is the set of records it counts: the area's records, those the filter
+keeps, those in the categories shown; a recode into groups adds one population per group (the
+group's records within the table's population), since a group is a user-made category and two
+recodes that differ by a few records difference like two areas do. Every table published crosses
+its population with the catalogue's fixed categories, so what an intruder can combine from
+published tables is, population by population, the linear span of the answered populations'
+indicator vectors over the records (Dinur & Nissim, cited in seed 002 §5).
+
+The rule kept here, for every answered population of every key together, with ``t`` the
+smallest population the release rules answer (``rules.min_population``; areas are checked the
+same way against ``rules.min_area_population`` on a record of areas alone):
+
+1. the answered populations of ``t`` records or more combine into no population of fewer than
+   ``t`` records (seed 002 §5: "consistent and nested categories … to avoid disclosure by
+   differencing"; seed 001 §1's slivers): a population under ``t``, refused when asked, is not
+   rebuilt as a difference of answered ones;
+2. an answered population under ``t`` (a small group of a recode) is a new direction: it is no
+   combination of the other answered populations, and no later population makes it one.
+
+So a small population is seen through published tables at most once — as itself, or as one
+difference of small groups — and averaging many differences (the carrier attack of issue #26) has
+nothing to average.
+
+How it is checked, incrementally. The answered populations cut the records into *regions* (the
+records every answered population takes or leaves together; each record's region is kept, one
+``int32`` per record). Over the regions, modulo a prime ``P``, two reduced row-echelon bases are
+kept: ``A`` of every answered population, ``L`` of those of ``t`` records or more. Rule 2 is
+``rank A == rank L + (answered populations under t)``. Rule 1 is checked on ``L``: no region under
+``t`` records is a combination (a reduced basis holds ``e_r`` exactly when ``e_r`` is in its span,
+as the row with that single entry), and no row of the reduced basis is supported on fewer than
+``t`` records (unions of small regions, as the reduction shows them). A new population splits
+regions (their columns are copied: old rows take the same value on both parts) and adds its row;
+the check is made on copies, so a refusal leaves the record as it was.
+
+What rule 1 does not see: a union of small regions that is a combination of answered populations
+but never a row of the reduced basis (an intruder who first cuts the target apart with helper
+populations, then combines three or more). The README states this residual risk.
+
+Ranks modulo ``P = 2,097,143`` equal the ranks over the rationals unless ``P`` divides every
+largest non-zero minor of some matrix of 0/1 rows; such minors are small integers, far below
+``P``. Products stay below ``2**42`` and sums of up to ``2**21`` of them fit in ``int64``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+#: the prime of the rank arithmetic (module docstring)
+PRIME = 2_097_143
+
+
+class Basis:
+    """A reduced row-echelon basis modulo :data:`PRIME` whose columns can be copied (a region
+    split in two) without changing its rank."""
+
+    def __init__(self, n_cols: int) -> None:
+        self.rows = np.zeros((8, max(8, n_cols)), dtype=np.int64)
+        self.n_rows = 0
+        self.n_cols = n_cols
+        self.pivots: list[int] = []
+
+    def copy(self) -> Basis:
+        out = Basis.__new__(Basis)
+        out.rows = self.rows[:max(self.n_rows, 1), :max(self.n_cols, 1)].copy()
+        out.n_rows, out.n_cols, out.pivots = self.n_rows, self.n_cols, list(self.pivots)
+        return out
+
+    def _room(self, rows: int, cols: int) -> None:
+        r, c = self.rows.shape
+        if rows <= r and cols <= c:
+            return
+        grown = np.zeros((max(r, rows if rows <= r else max(rows, 2 * r)),
+                          max(c, cols if cols <= c else max(cols, 2 * c))), dtype=np.int64)
+        grown[:self.n_rows, :self.n_cols] = self.rows[:self.n_rows, :self.n_cols]
+        self.rows = grown
+
+    def copy_columns(self, sources: np.ndarray) -> None:
+        """Append one column per source, equal to it (the copies are never pivots)."""
+        k = int(sources.size)
+        if k == 0:
+            return
+        self._room(self.n_rows, self.n_cols + k)
+        self.rows[:self.n_rows, self.n_cols:self.n_cols + k] = self.rows[:self.n_rows, sources]
+        self.n_cols += k
+
+    def reduce(self, v: np.ndarray, sources: np.ndarray | None = None) -> np.ndarray:
+        """``v`` (over the columns after copying ``sources``) less its part in the basis."""
+        v = np.mod(v, PRIME)
+        if self.n_rows == 0:
+            return v
+        coef = v[self.pivots]
+        used = np.flatnonzero(coef)
+        if used.size == 0:
+            return v
+        # only the basis rows whose pivot the vector has: a population touches few of them
+        part = (coef[used] @ self.rows[used, :self.n_cols]) % PRIME
+        if sources is not None and sources.size:
+            part = np.concatenate([part, part[sources]])
+        return np.mod(v - part, PRIME)
+
+    @staticmethod
+    def lead(v: np.ndarray) -> tuple[int, np.ndarray] | None:
+        """The pivot of a reduced vector and the vector scaled to 1 there (None: it is zero)."""
+        nz = np.flatnonzero(v)
+        if nz.size == 0:
+            return None
+        j = int(nz[0])
+        return j, (v * pow(int(v[j]), PRIME - 2, PRIME)) % PRIME
+
+    def weights_after(self, j: int, v: np.ndarray, sources: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The records each basis row would be supported on after adding the led vector ``v``
+        (pivot ``j``; columns after copying ``sources``): only rows with an entry at ``j`` change,
+        so only theirs are returned, with ``v``'s own."""
+        n = self.n_rows
+        col = self.rows[:n, j] if j < self.n_cols else self.rows[:n, sources[j - self.n_cols]]
+        hit = np.flatnonzero(col)
+        rows = self.rows[hit, :self.n_cols]
+        if sources.size:
+            rows = np.concatenate([rows, rows[:, sources]], axis=1)
+        changed = np.mod(rows - np.outer(col[hit], v), PRIME)
+        live = np.concatenate([changed != 0, (v != 0)[None, :]])
+        return live @ sizes
+
+    def insert(self, v: np.ndarray) -> bool:
+        """Add ``v`` (over the current columns); True when the rank grew."""
+        led = self.lead(self.reduce(v))
+        if led is None:
+            return False
+        j, v = led
+        self._room(self.n_rows + 1, self.n_cols)
+        col = self.rows[:self.n_rows, j]
+        hit = np.flatnonzero(col)
+        if hit.size:
+            self.rows[hit, :self.n_cols] = np.mod(self.rows[hit, :self.n_cols] - np.outer(col[hit], v), PRIME)
+        self.rows[self.n_rows, :self.n_cols] = v
+        self.n_rows += 1
+        self.pivots.append(j)
+        return True
+
+
+def _rank_mod(vectors: list[np.ndarray]) -> int:
+    """The rank modulo :data:`PRIME` of a few vectors (already reduced against a basis)."""
+    basis = Basis(vectors[0].size) if vectors else None
+    return sum(basis.insert(v) for v in vectors) if basis is not None else 0
+
+
+def digest(mask: np.ndarray) -> str:
+    """A population's identity: the hash of its records (the same records, the same population,
+    however the query spelled them)."""
+    return hashlib.blake2b(np.packbits(mask).tobytes(), digest_size=16).hexdigest()
+
+
+@dataclass
+class Split:
+    """What a set of new populations would do to the record (computed, not yet applied)."""
+
+    new_labels: np.ndarray | None  # per record of ``touched``: its region after the split
+    touched: np.ndarray | None  # the records whose region may change
+    sources: np.ndarray  # per new region: the region it is cut from
+    sizes: np.ndarray  # sizes of the regions after the split (old ids first, then new ones)
+    rows: list[np.ndarray]  # per new population: its indicator over the regions after the split
+    row_sizes: list[int]
+    digests: list[str]
+
+
+@dataclass
+class Trial:
+    """A split checked against the record: :meth:`Record.commit` applies it."""
+
+    split: Split
+    A: Basis | None  # the bases after the split, when checked on copies
+    L: Basis | None
+    small_rows: int
+    problem: str | None  # None: the rule holds
+
+
+class Record:
+    """The answered populations of every key, as regions and two bases (module docstring)."""
+
+    def __init__(self, n_records: int, threshold: int) -> None:
+        self.threshold = max(1, int(threshold))
+        self.labels = np.zeros(n_records, dtype=np.int32)
+        self.sizes = np.array([n_records], dtype=np.int64)
+        self.A = Basis(1)
+        self.L = Basis(1)
+        self.small_rows = 0
+        # the whole population: its total is no secret, and every table adds up to it
+        self.A.insert(np.ones(1, dtype=np.int64))
+        if n_records >= self.threshold:
+            self.L.insert(np.ones(1, dtype=np.int64))
+        else:
+            self.small_rows = 1
+        self.known: set[str] = {digest(np.ones(n_records, dtype=bool))}
+
+    @property
+    def regions(self) -> int:
+        return int(self.sizes.size)
+
+    # ------------------------------------------------------------------ splitting
+    def split(self, families: list[list[np.ndarray]]) -> Split:
+        """The regions after cutting by the new populations and each one's row over them.
+
+        ``families`` lists populations in groups of disjoint ones (a recode's groups), so that a
+        record's membership is one number per family; populations answered before are left out.
+        """
+        fresh: list[list[tuple[np.ndarray, str]]] = []
+        seen: set[str] = set()
+        for family in families:
+            kept = []
+            for m in family:
+                d = digest(m)
+                if d not in self.known and d not in seen and m.any():
+                    seen.add(d)
+                    kept.append((m, d))
+            if kept:
+                fresh.append(kept)
+        if not fresh:
+            return Split(None, None, np.zeros(0, np.int64), self.sizes, [], [], [])
+        n_regions = self.regions
+        radix = [len(f) + 1 for f in fresh]
+        width = int(np.prod(radix, dtype=object))
+        if width * n_regions >= 2**62:
+            raise ValueError("too many populations in one query for the differencing record")
+        if width == 2:  # one population (the usual case): its records are the inside ones
+            inside = np.flatnonzero(fresh[0][0][0])
+            combo = self.labels[inside].astype(np.int64) * 2 + 1
+        else:
+            # each record's membership, one digit per family (0: in none of its populations)
+            sig = np.zeros(self.labels.size, dtype=np.int64)
+            place = 1
+            for f, r in zip(fresh, radix):
+                for i, (m, _) in enumerate(f):
+                    sig[m] += (i + 1) * place
+                place *= r
+            inside = np.flatnonzero(sig)
+            combo = self.labels[inside].astype(np.int64) * width + sig[inside]
+        if n_regions * width <= 1 << 22:
+            counts_all = np.bincount(combo, minlength=n_regions * width)
+            keys = np.flatnonzero(counts_all)
+            lut = np.zeros(counts_all.size, dtype=np.int64)
+            lut[keys] = np.arange(keys.size)
+            inverse, counts = lut[combo], counts_all[keys]
+        else:
+            keys, inverse, counts = np.unique(combo, return_inverse=True, return_counts=True)
+        region, member = keys // width, keys % width
+        left = self.sizes.copy()
+        np.subtract.at(left, region, counts)
+        # a region keeps its number for its part outside every new population, or, when every
+        # record of it is inside, for its first part inside
+        first = np.ones(keys.size, dtype=bool)
+        first[1:] = region[1:] != region[:-1]
+        keeps = (left[region] == 0) & first
+        new_id = region.copy()
+        n_new = int(np.count_nonzero(~keeps))
+        new_id[~keeps] = n_regions + np.arange(n_new)
+        sources = region[~keeps]
+        sizes = np.concatenate([left, counts[~keeps]])
+        sizes[region[keeps]] = counts[keeps]
+        rows, row_sizes, digests = [], [], []
+        place = 1
+        for f, r in zip(fresh, radix):
+            digit = (member // place) % r
+            for i, (m, d) in enumerate(f):
+                row = np.zeros(n_regions + n_new, dtype=np.int64)
+                row[new_id[digit == i + 1]] = 1
+                rows.append(row)
+                row_sizes.append(int(np.count_nonzero(m)))
+                digests.append(d)
+            place *= r
+        split = Split(new_id[inverse].astype(np.int32), inside, sources, sizes, rows, row_sizes, digests)
+        return split
+
+    # ------------------------------------------------------------------ the rule
+    def _isolated(self, basis: Basis, sizes: np.ndarray) -> bool:
+        """Whether a row of the reduced basis is supported on fewer than ``t`` records (a region
+        under ``t``, or a union of them, is a combination of the basis)."""
+        if basis.n_rows == 0:
+            return False
+        live = basis.rows[:basis.n_rows, :basis.n_cols] != 0
+        weight = live @ sizes[:basis.n_cols]
+        return bool(np.any(weight < self.threshold))
+
+    def trial(self, split: Split) -> Trial:
+        """Whether the rule holds with ``split`` applied; nothing changes (:meth:`commit` applies).
+        One new population is checked from its reductions against the bases alone; several at
+        once on copies of the bases."""
+        if len(split.rows) > 1:
+            return self._trial_on_copies(split)
+        problem = None
+        small = self.small_rows
+        if split.rows:
+            row, size = split.rows[0], split.row_sizes[0]
+            grows_a = self.A.lead(self.A.reduce(row, split.sources)) is not None
+            grows_l = False
+            if size >= self.threshold:
+                led = self.L.lead(self.L.reduce(row, split.sources))
+                if led is not None:
+                    grows_l = True
+                    weights = self.L.weights_after(led[0], led[1], split.sources, split.sizes)
+                    if np.any(weights < self.threshold):
+                        problem = "combination"
+            else:
+                small += 1
+            if problem is None and self.A.n_rows + grows_a != self.L.n_rows + grows_l + small:
+                problem = "repeated"
+        return Trial(split, None, None, small, problem)
+
+    def _trial_on_copies(self, split: Split) -> Trial:
+        A, L = self.A.copy(), self.L.copy()
+        A.copy_columns(split.sources)
+        L.copy_columns(split.sources)
+        small = self.small_rows
+        for row, size in zip(split.rows, split.row_sizes):
+            A.insert(row)
+            if size >= self.threshold:
+                L.insert(row)
+            else:
+                small += 1
+        problem = None
+        if self._isolated(L, split.sizes):
+            problem = "combination"
+        elif A.n_rows != L.n_rows + small:
+            problem = "repeated"
+        return Trial(split, A, L, small, problem)
+
+    def commit(self, trial: Trial) -> None:
+        """Make a trial's split part of the record (after a trial that holds, or when replaying
+        another process's answered populations)."""
+        split = trial.split
+        if split.touched is not None:
+            self.labels[split.touched] = split.new_labels
+        self.sizes = split.sizes
+        if trial.A is not None and trial.L is not None:
+            self.A, self.L = trial.A, trial.L
+        else:
+            self.A.copy_columns(split.sources)
+            self.L.copy_columns(split.sources)
+            for row, size in zip(split.rows, split.row_sizes):
+                self.A.insert(row)
+                if size >= self.threshold:
+                    self.L.insert(row)
+        self.small_rows = trial.small_rows
+        self.known.update(split.digests)
+
+    def ask(self, families: list[list[np.ndarray]]) -> str | None:
+        """Check and, when the rule holds, record new populations: None, or what breaks it."""
+        split = self.split(families)
+        if not split.rows:
+            return None
+        trial = self.trial(split)
+        if trial.problem is None:
+            self.commit(trial)
+        return trial.problem
+
+
+__all__ = ["PRIME", "Basis", "Record", "Split", "Trial", "digest"]

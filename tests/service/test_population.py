@@ -1,0 +1,144 @@
+"""The record of answered populations (tabsafe.service.population) against brute force on small
+universes: what it admits never lets the large answered populations combine into a small region,
+never makes a small population a combination of others, and a refusal changes nothing."""
+
+from __future__ import annotations
+
+import numpy as np
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tabsafe.service.population import Record
+
+N, T = 14, 3
+
+
+def _rank(rows: list[np.ndarray]) -> int:
+    return int(np.linalg.matrix_rank(np.array(rows, dtype=float))) if rows else 0
+
+
+def _regions(rows: list[np.ndarray]) -> list[np.ndarray]:
+    """The Venn regions of the rows (records every row takes or leaves together)."""
+    sig = np.zeros(N, dtype=np.int64)
+    for i, r in enumerate(rows):
+        sig = sig * 2 + r.astype(np.int64)
+    return [sig == v for v in np.unique(sig)]
+
+
+def _small_support(rows: list[np.ndarray]) -> bool:
+    """Whether some non-zero combination of the large rows lives on fewer than T records: a
+    vector of the span inside a set S of T - 1 records exists exactly when dropping S's columns
+    lowers the rank."""
+    from itertools import combinations
+
+    large = [r for r in rows if r.sum() >= T]
+    if not large:
+        return False
+    full = np.array(large, dtype=float)
+    rank = _rank(large)
+    for s in combinations(range(N), T - 1):
+        keep = np.ones(N, dtype=bool)
+        keep[list(s)] = False
+        if int(np.linalg.matrix_rank(full[:, keep])) < rank:
+            return True
+    return False
+
+
+def _violates(rows: list[np.ndarray]) -> bool:
+    large = [r for r in rows if r.sum() >= T]
+    small = [r for r in rows if r.sum() < T]
+    for region in _regions(rows):
+        if 0 < region.sum() < T and _rank(large + [region.astype(float)]) == _rank(large):
+            return True  # a small region is a combination of large populations
+    return _rank(rows) != _rank(large) + len(small)
+
+
+def test_the_carrier_pair_is_refused_and_the_worked_cases():
+    m = lambda idx: np.isin(np.arange(1000), list(idx))
+    x, b1, b2 = m(range(10)), m(range(100, 200)), m(range(200, 300))
+    rec = Record(1000, 30)
+    assert rec.ask([[x | b1]]) is None
+    assert rec.ask([[b1]]) == "combination"  # (X + B1) - B1 = X, 10 records
+    assert rec.ask([[x | b2]]) is None
+    assert rec.ask([[b1 | b2]]) == "combination"  # (X+B1) + (X+B2) - (B1+B2) = 2X
+    rec = Record(1000, 30)
+    every20 = np.arange(1000) % 20 == 0  # 50 records, then cut by areas into small regions
+    assert rec.ask([[every20]]) is None
+    assert rec.ask([[m(range(0, 300))]]) is None
+    assert rec.ask([[m(range(300, 600))]]) is None  # the small cuts are no combination
+    assert rec.ask([[m(range(0, 605))]]) == "combination"
+    rec = Record(1000, 30)
+    assert rec.ask([[x]]) is None  # a small population, answered once
+    assert rec.ask([[x | b1]]) is None
+    assert rec.ask([[b1]]) == "combination"
+    rec = Record(1000, 30)
+    x1, x2 = m(range(5)), m(range(5, 10))
+    assert rec.ask([[x1]]) is None and rec.ask([[x2]]) is None  # two small groups, each once
+    assert rec.ask([[x1 | x2]]) == "repeated"  # their union would be seen twice
+
+
+SMALL = st.sets(st.integers(0, N - 1), min_size=1, max_size=4).map(lambda s: [i in s for i in range(N)])
+
+
+@given(st.lists(st.one_of(st.lists(st.booleans(), min_size=N, max_size=N), SMALL), min_size=1, max_size=9))
+def test_admitted_populations_never_break_the_rule(masks):
+    rec = Record(N, T)
+    answered = [np.ones(N)]
+    for raw in masks:
+        mask = np.array(raw)
+        labels, sizes = rec.labels.copy(), rec.sizes.copy()
+        outcome = rec.ask([[mask]])
+        if outcome is None:
+            if mask.any() and not any((mask == a).all() for a in answered):
+                answered.append(mask.astype(float))
+            assert not _violates(answered), answered
+        else:
+            # refused: the record is as it was, and brute force agrees something would break
+            assert (rec.labels == labels).all() and (rec.sizes == sizes).all()
+            rows = [*answered, mask.astype(float)]
+            assert _violates(rows) or _small_support(rows)
+
+
+def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_path):
+    """Two defences over one store (two server processes, or one restarted) share the record:
+    what one admitted, the other counts; the second half of a carrier pair is refused there."""
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={"min_population": 20, "min_area_population": 60})
+    data = open_prepared(settings)
+    first = Defence(settings, data, Store(settings.store_path))
+    second = Defence(settings, data, Store(settings.store_path))
+    small = "R2A193"  # 33 persons: refused as an area, and as a difference of areas
+    pair = ({"dimensions": [{"variable": "sex"}], "area": [small, "R1A001"], "measure": "count"},
+            {"dimensions": [{"variable": "sex"}], "area": ["R1A001"], "measure": "count"})
+    assert first.admit("a", pair[0]) is None
+    refused = second.admit("b", pair[1])
+    assert refused is not None and refused.rule == "differencing"
+    assert not any(ch.isdigit() for ch in refused.message.replace("002", "").replace("§5", ""))
+    assert Defence(settings, data, Store(settings.store_path)).admit("c", pair[1]).rule == "differencing"
+    # asking again what was answered is no new population: admitted, and within the budget
+    assert second.admit("b", pair[0]) is None
+
+
+def test_a_key_is_answered_its_budget_of_distinct_populations(small_census, tmp_path):
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={"min_population": 20, "min_area_population": 60},
+                             differencing={"populations_per_key": 2})
+    defence = Defence(settings, open_prepared(settings), Store(settings.store_path))
+    q = lambda where: {"dimensions": [{"variable": "sex"}], "where": where, "measure": "count"}
+    assert defence.admit("k", q("age_year >= 30")) is None
+    assert defence.admit("k", q("age_year >= 50")) is None
+    assert defence.admit("k", q("age_year >= 30")) is None  # the same population again
+    assert defence.admit("k", q("age_year > 29")) is None  # and in another spelling
+    over = defence.admit("k", q("age_year >= 70"))
+    assert over is not None and over.rule == "populations_per_key"
+    assert defence.admit("other", q("age_year >= 70")) is None  # another key has its own budget

@@ -15,6 +15,7 @@ from tabsafe import Hierarchy, InnerCells, tabulate
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression import CellSuppression, CellSystem, Problem, Settings, joint_table, secondary_suppression
 from tabsafe.protect.suppression.hitas import hitas, subtables
+from tabsafe.protect.suppression.optimal import Budget
 from tabsafe.risk.intervals import feasibility_intervals, interval_audit
 
 
@@ -72,7 +73,7 @@ def test_fast_mode_leaves_no_primary_cell_recomputable(table: Table, zeros: str,
 def test_optimal_mode_is_protected_and_no_worse_than_fast(table: Table, zeros: str, cost: str) -> None:
     primary = (table.counts > 0) & (table.counts < 3)
     fast = secondary_suppression(table, primary, Settings(mode="fast", zeros=zeros, cost=cost))
-    best = secondary_suppression(table, primary, Settings(mode="optimal", zeros=zeros, cost=cost, time_limit=5))
+    best = secondary_suppression(table, primary, Settings(mode="optimal", zeros=zeros, cost=cost, work_limit=8))
     _check(table, primary, best, zeros)
     value = table.counts.astype(float)
 
@@ -95,7 +96,7 @@ def test_decomposition_along_the_hierarchy_gives_a_protected_pattern(table: Tabl
         covered[ids] = True
     assert covered.all()
     problem = Problem.build(CellSystem.of_table(table), primary, Settings(mode="optimal", zeros=zeros))
-    pattern = hitas(problem, table, time_limit=20)
+    pattern = hitas(problem, table, budget=Budget(20))
     if pattern is None:  # the subtables above left a lower one no way: the optimal mode uses the fast pattern
         return
     result = SimpleNamespace(suppressed=pattern)

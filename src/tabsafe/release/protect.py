@@ -114,6 +114,13 @@ def protect_release(
     cells = ReleaseCells.build(tables, names=names, wheres=wheres, same_codes=same_codes)
     cells.combine("count")  # tables of one data set agree on every shared cell
     if isinstance(method, JointMethod):
+        from tabsafe import memory
+
+        # the union of the tables is at most their sum: each table's model, added up, before any work
+        estimate = getattr(method, "memory_estimate", None)
+        if estimate is not None:
+            memory.check(f"method {method.name!r} on a release of {cells.n_cells:,} cells",
+                         sum(estimate(t) for t in cells.tables))
         protections, report = method.protect_release(cells, seed=seed)
         audit = _audit(cells, protections, method)
         return ReleaseProtection(names, protections, report, cells, audit)

@@ -164,6 +164,13 @@ class CellSuppression(TableMethod):
                          "cell is at least 1 (this covers a singleton respondent's knowledge of its own cell)")
         return tuple(notes)
 
+    def memory_estimate(self, table: Table) -> int:
+        """The memory model of :mod:`.footprint`, from the table's shape (checked before any work)."""
+        from tabsafe.protect.suppression.footprint import shape, suppression_bytes
+
+        return suppression_bytes(shape(table), zeros_published=self.zeros is ZeroPolicy.NEVER,
+                                 optimal=self.mode is Mode.OPTIMAL)
+
     def primary(self, table: Table) -> np.ndarray:
         """The primary cells of ``table``'s grid."""
         return primary_suppression(table, self.rules, zeros=self.zeros)

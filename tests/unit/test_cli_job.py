@@ -29,6 +29,29 @@ def test_log_json_is_one_object_per_line_and_quiet_prints_nothing(small_census, 
     assert {e["what"] for e in events} >= {"tabulation"}
 
 
+def test_the_solvers_report_their_phases_in_the_json_log(small_census, tmp_path, capsys) -> None:
+    """Progress from inside the suppression (issue #28): the elimination's candidates done out of
+    all, the audit-and-repair rounds, the interval audit's cells and the optimal mode's rounds,
+    each in --log-json; and no original value in them (cells and counts of cells only)."""
+    log = tmp_path / "log.jsonl"
+    code, _, err = run(["protect", small_census.persons, "--by", "area,sex,citizenship", "--hierarchy",
+                        f"area={small_census.directory / 'hierarchies' / 'area.hrc'}", "--method", "suppress",
+                        "--mode", "optimal", "--work-limit", "3", "--out", tmp_path / "r.csv", "--log-json", log,
+                        "--quiet"], capsys)
+    assert code == 0, err
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    phases = [e.get("phase") for e in events if e["what"] == "suppression"]
+    assert {"elimination", "audit and repair", "neighbourhood search"} <= set(phases), phases
+    elimination = [e for e in events if e.get("phase") == "elimination"]
+    assert elimination[0]["done"] == 0 and all(e["done"] < e["total"] for e in elimination)
+    audits = [e for e in events if e["what"] == "interval audit"]
+    assert audits and all(0 <= e["done"] < e["total"] for e in audits)
+    rounds = [e["round"] for e in events if e.get("phase") == "neighbourhood search"]
+    assert rounds == sorted(rounds) and max(rounds) <= 3
+    private = {"objective", "gap", "lower_bound", "value", "count"}
+    assert not any(private & set(e) for e in events)
+
+
 def test_terminal_display_redraws_one_line_and_clears_it() -> None:
     stream = io.StringIO()
     term = progress.Terminal(stream)

@@ -32,6 +32,7 @@ import scipy.sparse as sp
 from tabsafe.errors import InputError
 from tabsafe.release.cells import ReleaseCells
 from tabsafe.risk.intervals import independent_parts, spread, widen
+from tabsafe.progress import report
 from tabsafe.solver import ExtremeSolver
 
 __all__ = ["ExposedCell", "ReleaseAudit", "audit_release", "published_bounds"]
@@ -206,11 +207,15 @@ def audit_release(
     A_U = sp.csr_matrix(A_U[rows])
     A_K = sp.csr_matrix(A[rows][:, K])
     b = -(A_K @ fixed) if K.size else np.zeros(rows.size)
+    total, done = int(want.sum()), 0
     for cols, crow in independent_parts(A_U):
         members = U[cols]
         aim = np.flatnonzero(want[members])
         if aim.size == 0:
             continue
+        if aim.size > 64:
+            report("release audit", done=done, total=total, component=int(cols.size))
+        done += int(aim.size)
         if crow.size == 0:  # in no relation: only its own bounds are known
             out_lo[members[aim]] = lo[members[aim]]
             out_hi[members[aim]] = hi[members[aim]]

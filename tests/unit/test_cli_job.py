@@ -70,15 +70,18 @@ def test_a_job_over_the_memory_budget_is_refused_before_it_starts(small_census, 
     assert not out.exists()
 
 
-def test_a_suppression_over_the_memory_budget_is_refused_with_its_estimate(small_census, tmp_path, capsys) -> None:
-    """Suppression's memory model (issue #28) counts the grid, the relations and the elimination's
-    basis, not a few bytes per stored cell: area × age × sex needs several MB, and 3 MB refuses
-    it before any work, in one line with the estimate."""
+@pytest.mark.parametrize("method", [["suppress"], ["controlled-round", "--base", "3"]])
+def test_a_solver_job_over_the_memory_budget_is_refused_with_its_estimate(small_census, tmp_path, capsys,
+                                                                         method) -> None:
+    """The memory models of suppression and controlled rounding (issue #28) count the grid, the
+    relations, the elimination's basis or the integer program, not a few bytes per stored cell:
+    area × age × sex needs several MB, and 3 MB refuses it before any work, in one line with the
+    estimate."""
     out = tmp_path / "r.csv"
-    code, _, err = run(["protect", small_census.persons, "--by", "area,age,sex", "--method", "suppress",
+    code, _, err = run(["protect", small_census.persons, "--by", "area,age,sex", "--method", *method,
                         "--out", out, "--memory-limit", "3MB"], capsys)
     assert code == 2 and err.count("\n") == 1, err
-    assert "method 'suppress'" in err and "would need about" in err and "more than the limit of 3.0 MB" in err
+    assert f"method {method[0]!r}" in err and "would need about" in err and "more than the limit of 3.0 MB" in err
     assert not out.exists()
 
 

@@ -35,7 +35,7 @@ from tabsafe.risk.intervals import independent_parts, spread, widen
 from tabsafe.progress import report
 from tabsafe.solver import ExtremeSolver
 
-__all__ = ["ExposedCell", "ReleaseAudit", "audit_release", "published_bounds"]
+__all__ = ["ExposedCell", "ReleaseAudit", "audit_bytes", "audit_release", "published_bounds"]
 
 _TOL = 1e-7
 #: published cells named in one derivation
@@ -154,6 +154,23 @@ class ReleaseAudit:
         return [{"table": e.table, "cell": e.codes, "lower": e.lower, "upper": e.upper, "width": e.width,
                  "required": e.required, "exact": e.exact, "derivation": "; ".join(e.derivation)}
                 for e in self.exposed]
+
+
+#: bytes per release cell (bounds, intervals, names), per entry of the relations (the matrix, its
+#: slices to the unknown cells), per unknown cell in HiGHS (columns, basis, factorisation):
+#: measured on rounded releases (bench/bench_memory.py)
+AUDIT_CELL_BYTES = 200
+AUDIT_RELATION_BYTES = 100
+AUDIT_UNKNOWN_BYTES = 1_000
+
+
+def audit_bytes(cells: ReleaseCells, lower: np.ndarray, upper: np.ndarray) -> int:
+    """The memory :func:`audit_release` needs, from the release's shape before any program (issue
+    #28: a memory model for audits): the cells, the relations, and the programs over the cells
+    not published exactly."""
+    unknown = int((np.asarray(upper) - np.asarray(lower) > _TOL).sum())
+    return int(cells.n_cells * AUDIT_CELL_BYTES + cells.relations.nnz * AUDIT_RELATION_BYTES
+               + unknown * AUDIT_UNKNOWN_BYTES)
 
 
 def audit_release(

@@ -5,8 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from tabsafe.synth import SynthResult, synth_census
+
+# hypothesis' settings in one place: no per-example deadline (examples that solve linear
+# programs take seconds on a loaded machine; the suite's time is kept by max_examples)
+settings.register_profile("tabsafe", deadline=None)
+settings.load_profile("tabsafe")
 
 
 @pytest.fixture(scope="session")

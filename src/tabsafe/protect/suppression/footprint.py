@@ -17,8 +17,11 @@ The constants are measured (peak RSS growth of the suppression against the model
 benchmark tables of ``bench/bench_memory.py``). The fill-in of the elimination is what grows
 fastest: each published margin adds the pivot column's cells to every other basis table its row
 touches, so it grows with the number of cells an inner cell adds to (2^7 = 128 in a 7-variable
-table with only totals, 12 in area(region > area) × age × citizenship); the model's fill factor
-is that column length over 12, measured on the 7-variable hypercube of the demo.
+table with only totals, 12 in area(region > area) × age × citizenship). The model's fill factor
+is that column length over 12: 1 on the benchmark tables (whose peaks the model meets within
+2×), 10.7 on the demo's 7-variable hypercube, which it puts at 13 GB. That figure is a bound
+chosen, not measured: the hypercube's elimination was measured at 3.3 GB after its first
+thousand candidates (of about 150,000) and past 8.3 GB, still growing, when stopped (issue #28).
 """
 
 from __future__ import annotations
@@ -42,8 +45,10 @@ RELATION_BYTES = 60
 ENTRY_BYTES = 250
 #: the column length at which the elimination fills in no more than its basis (measured)
 FILL_FREE_COLUMN = 12
-#: bytes per entry of the optimal mode's integer program in HiGHS (model, presolve, LP copies)
-PROGRAM_BYTES = 400
+#: bytes per entry of the optimal mode's integer program in HiGHS (model, presolve, LP copies, the
+#: cuts of its rounds): measured 386 MB growth after 4 rounds and about 840 MB after 25 on the
+#: 26,796-cell table (80,652 relation entries)
+PROGRAM_BYTES = 2_500
 
 
 @dataclass(frozen=True)

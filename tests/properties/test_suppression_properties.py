@@ -15,6 +15,9 @@ from tabsafe import Hierarchy, InnerCells, tabulate
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression import CellSuppression, CellSystem, Problem, Settings, joint_table, secondary_suppression
 from tabsafe.protect.suppression.hitas import hitas, subtables
+from tabsafe.protect.suppression.elimination import null_basis, support_basis
+from tabsafe.protect.suppression.footprint import shape
+from tabsafe.protect.suppression.optimal import Budget
 from tabsafe.risk.intervals import feasibility_intervals, interval_audit
 
 
@@ -72,7 +75,7 @@ def test_fast_mode_leaves_no_primary_cell_recomputable(table: Table, zeros: str,
 def test_optimal_mode_is_protected_and_no_worse_than_fast(table: Table, zeros: str, cost: str) -> None:
     primary = (table.counts > 0) & (table.counts < 3)
     fast = secondary_suppression(table, primary, Settings(mode="fast", zeros=zeros, cost=cost))
-    best = secondary_suppression(table, primary, Settings(mode="optimal", zeros=zeros, cost=cost, time_limit=5))
+    best = secondary_suppression(table, primary, Settings(mode="optimal", zeros=zeros, cost=cost, work_limit=8))
     _check(table, primary, best, zeros)
     value = table.counts.astype(float)
 
@@ -95,7 +98,7 @@ def test_decomposition_along_the_hierarchy_gives_a_protected_pattern(table: Tabl
         covered[ids] = True
     assert covered.all()
     problem = Problem.build(CellSystem.of_table(table), primary, Settings(mode="optimal", zeros=zeros))
-    pattern = hitas(problem, table, time_limit=20)
+    pattern = hitas(problem, table, budget=Budget(20))
     if pattern is None:  # the subtables above left a lower one no way: the optimal mode uses the fast pattern
         return
     result = SimpleNamespace(suppressed=pattern)
@@ -157,3 +160,20 @@ def test_mending_a_pattern_protects_it(table: Table, zeros: str, min_freq: int) 
     assert not (pattern & ~primary & ~problem.candidates).any(), "a cell that may not be hidden is hidden"
     result = SimpleNamespace(suppressed=pattern)
     _check(table, primary, result, zeros)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(table=tables())
+def test_the_memory_model_reads_the_shape_the_suppression_builds(table: Table) -> None:
+    """The memory model's shape (issue #28), read off the hierarchies and the stored cells, is
+    what the suppression then builds: the grid, the relations' entries, the entries of either
+    basis of the elimination, and no basis column longer than it says; the same from the table's
+    stored non-zero cells alone."""
+    problem = Problem.build(CellSystem.of_table(table), np.zeros(table.n_cells, dtype=bool), Settings())
+    support = support_basis(table)
+    for s in (shape(table), shape(table.sparse())):
+        assert s.cells == table.n_cells
+        assert s.relation_entries == problem.A.nnz
+        assert s.support_entries == sum(len(c) for c in support)
+        assert s.null_entries == sum(len(c) for c in null_basis(table))
+        assert all(len(c) <= s.column for c in support)

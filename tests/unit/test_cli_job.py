@@ -29,6 +29,29 @@ def test_log_json_is_one_object_per_line_and_quiet_prints_nothing(small_census, 
     assert {e["what"] for e in events} >= {"tabulation"}
 
 
+def test_the_solvers_report_their_phases_in_the_json_log(small_census, tmp_path, capsys) -> None:
+    """Progress from inside the suppression (issue #28): the elimination's candidates done out of
+    all, the audit-and-repair rounds, the interval audit's cells and the optimal mode's rounds,
+    each in --log-json; and no original value in them (cells and counts of cells only)."""
+    log = tmp_path / "log.jsonl"
+    code, _, err = run(["protect", small_census.persons, "--by", "area,sex,citizenship", "--hierarchy",
+                        f"area={small_census.directory / 'hierarchies' / 'area.hrc'}", "--method", "suppress",
+                        "--mode", "optimal", "--work-limit", "3", "--out", tmp_path / "r.csv", "--log-json", log,
+                        "--quiet"], capsys)
+    assert code == 0, err
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    phases = [e.get("phase") for e in events if e["what"] == "suppression"]
+    assert {"elimination", "audit and repair", "neighbourhood search"} <= set(phases), phases
+    elimination = [e for e in events if e.get("phase") == "elimination"]
+    assert elimination[0]["done"] == 0 and all(e["done"] < e["total"] for e in elimination)
+    audits = [e for e in events if e["what"] == "interval audit"]
+    assert audits and all(0 <= e["done"] < e["total"] for e in audits)
+    rounds = [e["round"] for e in events if e.get("phase") == "neighbourhood search"]
+    assert rounds == sorted(rounds) and max(rounds) <= 3
+    private = {"objective", "gap", "lower_bound", "value", "count"}
+    assert not any(private & set(e) for e in events)
+
+
 def test_terminal_display_redraws_one_line_and_clears_it() -> None:
     stream = io.StringIO()
     term = progress.Terminal(stream)
@@ -49,6 +72,21 @@ def test_a_job_over_the_memory_budget_is_refused_before_it_starts(small_census, 
     code, _, err = run(["protect", small_census.persons, "--by", "area,age,sex", "--method", "ckm", "--max-noise", "3",
                         "--variance", "2", "--out", out, "--memory-limit", "10KB"], capsys)
     assert code == 2 and err.count("\n") == 1 and "less than any job needs" in err
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("method", [["suppress"], ["controlled-round", "--base", "3"]])
+def test_a_solver_job_over_the_memory_budget_is_refused_with_its_estimate(small_census, tmp_path, capsys,
+                                                                         method) -> None:
+    """The memory models of suppression and controlled rounding (issue #28) count the grid, the
+    relations, the elimination's basis or the integer program, not a few bytes per stored cell:
+    area × age × sex needs several MB, and 3 MB refuses it before any work, in one line with the
+    estimate."""
+    out = tmp_path / "r.csv"
+    code, _, err = run(["protect", small_census.persons, "--by", "area,age,sex", "--method", *method,
+                        "--out", out, "--memory-limit", "3MB"], capsys)
+    assert code == 2 and err.count("\n") == 1, err
+    assert f"method {method[0]!r}" in err and "would need about" in err and "more than the limit of 3.0 MB" in err
     assert not out.exists()
 
 

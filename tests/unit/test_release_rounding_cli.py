@@ -82,6 +82,14 @@ def test_release_rounded_from_the_cli_and_audited(tmp_path: Path, capsys) -> Non
     b = files["area_age_citizenship"].query("citizenship == 'Total'").set_index(["area", "age"])["count"].sort_index()
     assert a.index.equals(b.index) and (a == b).all()
 
+    # the release audit's memory model (issue #28) refuses it under a budget too small, before any
+    # program and without writing its output
+    capsys.readouterr()
+    assert _run("audit", "--release", out / "release.yaml", "--out", tmp_path / "audit.json",
+                "--memory-limit", "100KB") == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "the release audit of" in err and "more than the limit of 100 KB" in err
+    assert not (tmp_path / "audit.json").exists()
     # the release audit reads the manifest's bases: no published value is taken as exact
     assert _run("audit", "--release", out / "release.yaml", "--out", tmp_path / "audit.json") == 0
     audit = json.loads((tmp_path / "audit.json").read_text())

@@ -1,10 +1,11 @@
-"""The optimal mode on a census table: it proves its pattern optimal where it can, and where a
-time limit stops it, it still returns a protected pattern and says which status it reached
-(issue #13; no assertion on wall-clock time or on a status that depends on the machine, issue #24)."""
+"""The optimal mode on a census table: it proves its pattern optimal where it can (issue #13);
+where it cannot, its budget of rounds decides the pattern, the same under load, and a time limit
+is a guard that says when it fired (issue #28)."""
 
 from __future__ import annotations
 
-import time
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -13,7 +14,7 @@ import tabsafe as ts
 from tabsafe.io import read_meta
 from tabsafe.protect.suppression import Settings, secondary_suppression
 from tabsafe.protect.suppression.audit import audit, fast
-from tabsafe.protect.suppression.optimal import _Cuts, _model_rows, _neighbourhood, gap
+from tabsafe.protect.suppression.optimal import Budget, _Cuts, _model_rows, _neighbourhood
 from tabsafe.protect.suppression.problem import CellSystem, Problem
 
 
@@ -35,7 +36,7 @@ def test_optimal_mode_proves_its_pattern_optimal(census_tables):
     table = census_tables("area", "citizenship")
     primary = (table.counts > 0) & (table.counts < 3)
     fast = secondary_suppression(table, primary, Settings(mode="fast"))
-    res = secondary_suppression(table, primary, Settings(mode="optimal", time_limit=600))  # an outer guard
+    res = secondary_suppression(table, primary, Settings(mode="optimal"))
     assert res.figures["status"] == "optimal"
     assert res.private["gap"] <= 1e-4
     assert res.private["objective"] <= res.private["lower_bound"] * (1 + 1e-4)
@@ -45,28 +46,52 @@ def test_optimal_mode_proves_its_pattern_optimal(census_tables):
     assert audit(problem, res.suppressed).passed
 
 
-def test_optimal_mode_stopped_by_its_time_limit_returns_a_protected_pattern(census_tables):
-    """area × sex × citizenship (3,654 cells, 717 primary) is not solved in seconds. What a time
-    limit guarantees on any machine, quiet or loaded: a protected pattern hiding every primary
-    cell, no worse than the fast pattern it starts from, and a status among those the mode says
-    with figures that agree with it (how far the integer rounds get depends on the machine, so
-    neither the status nor the gap is asserted)."""
+def _burn() -> subprocess.Popen:
+    """A CPU-bound process beside the test (the machine under load)."""
+    return subprocess.Popen([sys.executable, "-c", "while True: pass"])
+
+
+def test_optimal_mode_gives_the_same_pattern_under_load(census_tables):
+    """area × citizenship (1,218 cells, 186 primary) is not solved in 8 rounds (the search, the
+    root cut loop and an integer round): the budget of rounds decides where the mode stops, so a
+    run with a CPU-bound process beside it gives the identical pattern, bound and status (issue
+    #28: a time limit did not)."""
+    table = census_tables("area", "citizenship")
+    primary = (table.counts > 0) & (table.counts < 3)
+    settings = Settings(mode="optimal", work_limit=8)
+    first = secondary_suppression(table, primary, settings)
+    burner = _burn()
+    try:
+        second = secondary_suppression(table, primary, settings)
+    finally:
+        burner.kill()
+        burner.wait()
+    assert np.array_equal(first.reason, second.reason)
+    assert first.private == second.private
+    assert first.figures["status"] == second.figures["status"] == "work limit"
+    assert first.figures["stopped_by"] == "work" and first.figures["reproducible"] is True
+    assert first.figures["rounds"] == 8
+    problem = Problem.build(CellSystem.of_table(table), primary, settings)
+    assert audit(problem, first.suppressed).passed
+    assert 0 < first.private["gap"] < 1
+    assert first.private["objective"] <= first.private["fast_objective"]
+
+
+def test_the_time_guard_says_it_stopped_the_search(census_tables):
+    """A time limit is only an outer guard: when it fires, the pattern is still protected (the
+    fast pattern, here, which is always finished) and the report says the time limit stopped the
+    search and the result is not reproducible."""
     table = census_tables("area", "sex", "citizenship")
     primary = (table.counts > 0) & (table.counts < 3)
-    settings = Settings(mode="optimal", time_limit=4.0)
-    res = secondary_suppression(table, primary, settings)
+    fast_res = secondary_suppression(table, primary, Settings(mode="fast"))
+    res = secondary_suppression(table, primary, Settings(mode="optimal", time_limit=1e-6))
+    assert res.figures["status"] == "time limit"
+    assert res.figures["stopped_by"] == "time" and res.figures["reproducible"] is False
+    assert res.figures["rounds"] == 0
+    assert np.array_equal(res.suppressed, fast_res.suppressed)
     problem = Problem.build(CellSystem.of_table(table), primary, Settings(mode="optimal"))
     assert audit(problem, res.suppressed).passed
     assert np.all(res.suppressed[primary])
-    status, private = res.figures["status"], res.private
-    assert status in {"optimal", "feasible", "time limit"}, status
-    assert private["objective"] == pytest.approx(problem.pattern_cost(res.suppressed))
-    assert private["objective"] <= private["fast_objective"] + 1e-6
-    assert 0 <= private["lower_bound"] <= private["objective"] * (1 + 1e-6) + 1e-6  # a bound holds
-    assert 0 <= private["gap"] <= 1
-    assert private["gap"] == pytest.approx(gap(private["objective"], private["lower_bound"]), abs=1e-6)
-    # one way only: republishing derivable cells may close the gap after a time limit was reported
-    assert status != "optimal" or private["gap"] <= settings.mip_gap + 1e-9
 
 
 def test_the_neighbourhood_search_finds_a_protected_pattern_among_its_cells(census_tables):
@@ -81,12 +106,10 @@ def test_the_neighbourhood_search_finds_a_protected_pattern_among_its_cells(cens
     var_of = np.full(problem.n_cells, -1, dtype=np.int64)
     var_of[cand] = np.arange(cand.size)
     pool = _Cuts(_model_rows(problem, var_of), problem.cost[cand])
-    # generous deadlines: outer guards only, the search runs to its end on any machine
-    lp = pool.relaxation(time.perf_counter() + 600)
+    lp = pool.relaxation(Budget(1))
     near = incumbent.copy()
     near[cand[lp.x > 1e-9]] = True
-    found = _neighbourhood(problem, pool, cand, var_of, incumbent, time.perf_counter() + 600,
-                           time.perf_counter() + 600, 1.0)
+    found = _neighbourhood(problem, pool, cand, var_of, incumbent, Budget(60), 60)
     assert len(found) == 1
     pattern = found[0]
     assert audit(problem, pattern).passed

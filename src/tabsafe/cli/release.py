@@ -372,7 +372,8 @@ def _published_release(args: argparse.Namespace) -> tuple[Any, list[Any], list[i
 
 def run_audit(args: argparse.Namespace) -> int:
     from tabsafe.io import Outputs
-    from tabsafe.release.audit import audit_release, published_bounds
+    from tabsafe import memory
+    from tabsafe.release.audit import audit_bytes, audit_release, published_bounds
 
     if args.protection_level <= 0:
         raise InputError(f"--protection-level must be a number > 0, got {args.protection_level:g}")
@@ -391,6 +392,7 @@ def run_audit(args: argparse.Namespace) -> int:
         out_path = out.plan(args.out, kind="evaluation") if args.out else None
         cells, published, bases, suppressed_min, _ = _published_release(args)
         lo, hi = published_bounds(cells, published, bases=bases, suppressed_min=suppressed_min)
+        memory.check(f"the release audit of {cells.n_cells:,} cells", audit_bytes(cells, lo, hi))
         result = audit_release(cells, lo, hi, required=args.protection_level, published=published)
         rows = result.rows()
         if out_path is not None:

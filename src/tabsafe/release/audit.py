@@ -31,11 +31,13 @@ import scipy.sparse as sp
 
 from tabsafe import progress
 from tabsafe.errors import InputError
+from tabsafe.model.hierarchy import Hierarchy
+from tabsafe.model.table import Table
 from tabsafe.release.cells import ReleaseCells
 from tabsafe.risk.intervals import independent_parts, spread, widen
 from tabsafe.solver import ExtremeSolver
 
-__all__ = ["ExposedCell", "ReleaseAudit", "audit_release", "published_bounds"]
+__all__ = ["ExposedCell", "ReleaseAudit", "audit_bytes", "audit_release", "published_bounds"]
 
 _TOL = 1e-7
 #: published cells named in one derivation
@@ -156,6 +158,23 @@ class ReleaseAudit:
                 for e in self.exposed]
 
 
+#: bytes per release cell (bounds, intervals, names), per entry of the relations (the matrix, its
+#: slices to the unknown cells), per unknown cell in HiGHS (columns, basis, factorisation):
+#: measured on rounded releases (bench/bench_memory.py)
+AUDIT_CELL_BYTES = 200
+AUDIT_RELATION_BYTES = 100
+AUDIT_UNKNOWN_BYTES = 1_000
+
+
+def audit_bytes(cells: ReleaseCells, lower: np.ndarray, upper: np.ndarray) -> int:
+    """The memory :func:`audit_release` needs, from the release's shape before any program (issue
+    #28: a memory model for audits): the cells, the relations, and the programs over the cells
+    not published exactly."""
+    unknown = int((np.asarray(upper) - np.asarray(lower) > _TOL).sum())
+    return int(cells.n_cells * AUDIT_CELL_BYTES + cells.relations.nnz * AUDIT_RELATION_BYTES
+               + unknown * AUDIT_UNKNOWN_BYTES)
+
+
 def audit_release(
     cells: ReleaseCells,
     lower: np.ndarray,
@@ -199,6 +218,13 @@ def audit_release(
     namer = _Namer(cells, published)
     A = cells.relations
     _check_published(cells, unknown, lo)
+    audited = want.copy()
+    point = feasible_point(cells, published, lo, hi)
+    if point is not None:  # settle what additive moves of the published table reach, before any program
+        m_lo, m_hi = move_intervals(cells, point, lo, hi, unknown)
+        wide = want & (m_hi - m_lo >= req - _TOL)
+        out_lo[wide], out_hi[wide] = m_lo[wide], m_hi[wide]
+        want = want & ~wide
     U = np.flatnonzero(unknown)
     K = np.flatnonzero(~unknown)
     fixed = lo[K]
@@ -223,7 +249,8 @@ def audit_release(
         sub = A_U[crow][:, cols]
         solver = ExtremeSolver(sub, b[crow], lo[members], hi[members])
         try:
-            start = solver.optimum(np.zeros(cols.size), maximize=False).x  # a table that fits the published values
+            # a table that fits the published values: the published table itself when it does
+            start = point[members] if point is not None else solver.optimum(np.zeros(cols.size), maximize=False).x
         except RuntimeError:
             raise InputError(f"no table satisfies the published values around {cells.name(int(members[0]))}: the "
                              "tables are not additive as published (a wrong hierarchy, or edited files?)") from None
@@ -257,8 +284,145 @@ def audit_release(
                                            float(low.value), float(high.value),
                                            float(need[i]), _derivation(namer, crow, (low, high), A_K, K, fixed)))
     progress.report("release audit", phase="cells", done=total, total=total, exposed=len(exposed), final=True)
-    audited = want.copy()
     return ReleaseAudit(cells, lo, hi, out_lo, out_hi, audited, tuple(sorted(exposed, key=lambda e: e.cell)))
+
+
+def _axis_moves(h: Hierarchy, backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
+    """Per code of one hierarchy (by position), an additive vector along it that moves the code:
+    a leaf with siblings against its next sibling (the last against the one before), any other
+    code with the chain from its first leaf up to the total; ``backward``: the previous sibling
+    and the last leaf. Padded to one length: (positions, coefficients), 0 in the padding."""
+    pos = h.position
+    step = -1 if backward else 1
+    vectors: list[list[tuple[int, float]]] = []
+    for code in h.order:
+        parent = h.parents.get(code)
+        kids = h.children(parent) if parent is not None else ()
+        if h.is_leaf(code) and len(kids) > 1:
+            i = kids.index(code)
+            j = i + step if 0 <= i + step < len(kids) else i - step
+            vectors.append([(pos[code], 1.0), (pos[kids[j]], -1.0)])
+        else:
+            leaf = code
+            while not h.is_leaf(leaf):
+                leaf = h.children(leaf)[-1 if backward else 0]
+            vectors.append([(pos[c], 1.0) for c in h.ancestors(leaf)])
+    width = max(len(v) for v in vectors)
+    positions = np.zeros((len(vectors), width), dtype=np.int64)
+    coefs = np.zeros((len(vectors), width))
+    for i, v in enumerate(vectors):
+        positions[i, :len(v)] = [p for p, _ in v]
+        coefs[i, :len(v)] = [c for _, c in v]
+    return positions, coefs
+
+
+def _table_moves(table: Table, rows: np.ndarray, n_cells: int, backward: bool) -> sp.csr_matrix:
+    """One additive move of ``table`` per grid cell, touching that cell (tensor products of
+    :func:`_axis_moves`), as rows over the release's cells (``rows``: the release cell of each
+    grid cell)."""
+    ids = np.zeros((table.n_cells, 1), dtype=np.int64)
+    coef = np.ones((table.n_cells, 1))
+    for axis, (d, stride) in enumerate(zip(table.dimensions, table.strides)):
+        positions, coefs = _axis_moves(d.hierarchy, backward)
+        at = np.asarray(table.positions(axis))
+        ids = (ids[:, :, None] + positions[at][:, None, :] * stride).reshape(table.n_cells, -1)
+        coef = (coef[:, :, None] * coefs[at][:, None, :]).reshape(table.n_cells, -1)
+    keep = coef != 0
+    counts = keep.sum(axis=1)
+    indptr = np.concatenate([[0], np.cumsum(counts)])
+    return sp.csr_matrix((coef[keep], rows[ids[keep]], indptr), shape=(table.n_cells, n_cells))
+
+
+def move_intervals(cells: ReleaseCells, point: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                   unknown: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inner bounds on every unknown cell's feasibility interval from additive moves of a feasible
+    ``point``, without a program: what the intruder can tell apart is no narrower.
+
+    Each table gives one move per cell: the tensor product, over its variables, of a difference of
+    two sibling leaves or a chain from a leaf up to the total (additive along every hierarchy, so
+    additive in the table). A cell several tables hold gets the union of their moves (they agree
+    on the cells they share). A move that breaks a relation of the release or touches a cell
+    published exactly is dropped; the others are followed from ``point`` both ways as far as
+    every bound of their cells allows, and each cell's range takes in what every move through
+    it reaches. On a rounded release (the published table is such a point: additive and within
+    every interval) this settles almost every cell; the programs are left the rest (issue #28).
+
+    Returns:
+        per cell, the least and largest value the moves reach (the point's value where none does).
+    """
+    lo = point.copy()
+    hi = point.copy()
+    for backward in (False, True):  # two moves per cell: a cell one blocks (a zero at its bound) the other may free
+        _follow(cells, moves_of(cells, backward), point, lower, upper, unknown, lo, hi)
+    return lo, hi
+
+
+def moves_of(cells: ReleaseCells, backward: bool) -> sp.csr_matrix:
+    """One move per release cell (a row over the cells): the union of its tables' moves."""
+    n = cells.n_cells
+    by_table = [_table_moves(t, rows, n, backward) for t, rows in zip(cells.tables, cells.cells)]
+    # the release cell each move is for, and the union over the tables holding it
+    owner = np.concatenate(cells.cells)
+    V = sp.vstack(by_table, format="csr")
+    hits = sp.csr_matrix((np.ones(owner.size), (owner, np.arange(owner.size))), shape=(n, owner.size))
+    summed = sp.csr_matrix(hits @ V)
+    seen = sp.csr_matrix(hits @ abs(V).sign())
+    summed.sort_indices()
+    seen.sort_indices()
+    moves = sp.csr_matrix((summed.data / np.maximum(seen.data, 1.0), summed.indices, summed.indptr), shape=(n, n))
+    moves.eliminate_zeros()
+    return moves
+
+
+def steps(cells: ReleaseCells, moves: sp.csr_matrix, point: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+          unknown: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray]:
+    """The valid ``moves`` (rows: additive in every table of the release, no cell published
+    exactly) and how far each can be followed from ``point`` up and down before a cell meets a
+    bound: ``point + t_up * move`` and ``point - t_down * move`` are tables the intruder cannot
+    rule out."""
+    nonempty = np.diff(moves.indptr) > 0
+    residual = np.abs(cells.relations @ moves.T).max(axis=0).toarray().ravel() if cells.n_cells else np.zeros(0)
+    on_known = (abs(moves) @ (~unknown).astype(np.float64)) > 0  # a known cell cannot move
+    valid = nonempty & (residual <= _TOL) & ~on_known
+    M = sp.csr_matrix(moves[np.flatnonzero(valid)])
+    if M.nnz == 0:
+        return M, np.zeros(M.shape[0]), np.zeros(M.shape[0])
+    col, v = M.indices, M.data
+    up_room = np.where(v > 0, (upper[col] - point[col]) / np.abs(v), (point[col] - lower[col]) / np.abs(v))
+    down_room = np.where(v > 0, (point[col] - lower[col]) / np.abs(v), (upper[col] - point[col]) / np.abs(v))
+    starts = M.indptr[:-1]
+    return M, np.minimum.reduceat(up_room, starts), np.minimum.reduceat(down_room, starts)
+
+
+def _follow(cells: ReleaseCells, moves: sp.csr_matrix, point: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+            unknown: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> None:
+    """Widen ``[lo, hi]`` to what the valid ``moves`` reach from ``point`` (:func:`steps`)."""
+    M, t_up, t_down = steps(cells, moves, point, lower, upper, unknown)
+    if M.nnz == 0:
+        return
+    col, v = M.indices, M.data
+    row = np.repeat(np.arange(M.shape[0]), np.diff(M.indptr))
+    reach_hi = point[col] + np.where(v > 0, t_up[row], t_down[row]) * np.abs(v)
+    reach_lo = point[col] - np.where(v > 0, t_down[row], t_up[row]) * np.abs(v)
+    np.maximum.at(hi, col, reach_hi)
+    np.minimum.at(lo, col, reach_lo)
+
+
+def feasible_point(cells: ReleaseCells, published: Sequence[np.ndarray] | None, lower: np.ndarray,
+                   upper: np.ndarray) -> np.ndarray | None:
+    """The published values as one table over the release's cells, when that table satisfies
+    every relation and every bound (a rounded release does: controlled rounding publishes an
+    additive table within each cell's interval), else None (a blank has no value)."""
+    if published is None:
+        return None
+    point = np.full(cells.n_cells, np.nan)
+    for values, rows in zip(published, cells.cells):
+        point[rows] = np.asarray(values, dtype=np.float64)
+    if np.isnan(point).any() or (point < lower - _TOL).any() or (point > upper + _TOL).any():
+        return None
+    if cells.relations.shape[0] and np.abs(cells.relations @ point).max() > _TOL:
+        return None
+    return point
 
 
 def _check_published(cells: ReleaseCells, unknown: np.ndarray, values: np.ndarray) -> None:

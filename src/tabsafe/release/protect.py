@@ -150,6 +150,11 @@ def protect_release(
     if caps.joint:
         if not isinstance(method, JointMethod):
             raise TypeError(f"method {method.name!r} declares 'joint' but has no protect_release()")
+        from tabsafe import memory
+
+        # the union of the tables is at most their sum: each table's model, added up, before any work
+        memory.check(f"method {method.name!r} on a release of {cells.n_cells:,} cells",
+                     sum(method.memory_estimate(t) for t in cells.tables))
         protections, report = method.protect_release(cells, seed=seed)
         _check_consistent(cells, protections, method)
         audit = _audit(cells, protections, method) if caps.hides else None

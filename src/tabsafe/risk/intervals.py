@@ -29,6 +29,7 @@ from scipy.sparse.csgraph import connected_components
 
 from tabsafe.errors import InputError
 from tabsafe.model.table import Table
+from tabsafe.progress import report
 from tabsafe.solver import Extreme, ExtremeSolver
 
 __all__ = ["IntervalAudit", "feasibility_intervals", "interval_audit"]
@@ -229,11 +230,15 @@ def feasibility_intervals(
     b = -(A[rows][:, P] @ values[P]) if P.size else np.zeros(rows.size)
     A_P = sp.csr_matrix(A[rows][:, P]) if P.size else None
     room = values - lb  # how far each cell can move down: the capacities of narrow cells
+    total, done = int(target_mask.sum()), 0
     for cols, crow in independent_parts(A_S):
         cells = S[cols]
         want = np.flatnonzero(target_mask[cells])
         if want.size == 0:
             continue
+        if want.size > 64:  # a component worth a line: the audit of a large pattern takes minutes
+            report("interval audit", done=done, total=total, component=int(cols.size))
+        done += int(want.size)
         if crow.size == 0:  # a cell in no relation: only its bounds are known
             lo[cells[want]] = lb[cells[want]]
             hi[cells[want]] = math.inf
@@ -259,6 +264,8 @@ def feasibility_intervals(
             cell = int(cells[w])
             if certify and pool_hi[i] - pool_lo[i] >= req[cell] - _TOL:
                 continue
+            if i % 512 == 511:
+                report("interval audit", done=done - want.size + i, total=total, component=int(cols.size))
             high = solver.extreme(w, maximize=True)
             take(high.x)
             if certify and (not math.isfinite(high.value) or pool_hi[i] - pool_lo[i] >= req[cell] - _TOL):

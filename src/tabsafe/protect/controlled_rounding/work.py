@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from tabsafe.progress import report
 from tabsafe.solver import Solution
 
 __all__ = ["DEFAULT_WORK_LIMIT", "Effort", "Limits", "Tuning", "Work"]
@@ -165,6 +166,8 @@ class Work:
         if effort.nodes > 0:
             self.nodes += max(1, sol.nodes)
         self.note(sol)
+        report("controlled rounding", done=min(self.nodes, self.limits.work), total=self.limits.work,
+               programs=self.programs)
 
     def note(self, sol: Solution) -> None:
         """Record a time limit that cut a solve short, or a node limit that was all the budget

@@ -13,6 +13,7 @@ The package, part by part:
 * :mod:`.optimal` — the optimal mode: integer program with audit cuts from the fast pattern;
 * :mod:`.secondary` — :func:`secondary_suppression`, which runs a mode and reports it
   (publishable figures apart from private ones);
+* :mod:`.footprint` — the memory model, from the table's shape, checked before any work;
 * :mod:`.linked` — tables embedded in the table of all their variables;
 * :mod:`.method` — :class:`CellSuppression`, the registered method ``suppress``.
 """

@@ -31,6 +31,7 @@ import numpy as np
 from tabsafe.errors import MethodError, Reason
 from tabsafe.protect.suppression.elimination import TimeUp, gauss
 from tabsafe.protect.suppression.problem import Problem
+from tabsafe.progress import report
 from tabsafe.risk.intervals import Intervals, feasibility_intervals
 
 __all__ = ["Audit", "TimeUp", "audit", "fast", "mend", "republish_derivable"]
@@ -125,6 +126,8 @@ def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
     secondary = gauss(problem, extra, deadline)
     suppressed = problem.primary | problem.hidden | extra | secondary
     result = audit(problem, suppressed)
+    report("suppression", phase="audit and repair", round=1, narrow=int(result.narrow.sum()),
+           suppressed=int(suppressed.sum()))
     if result.passed:
         return suppressed, 1
     mended, rounds = mend(problem, suppressed, audited=result, deadline=deadline)
@@ -157,6 +160,8 @@ def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
         else:
             result = audit(problem, suppressed, strikes > 0 if strikes.any() else None)
             took = time.perf_counter() - began
+            report("suppression", phase="audit and repair", round=rounds + 1, narrow=int(result.narrow.sum()),
+                   suppressed=int(suppressed.sum()))
         if result.passed:
             return suppressed, rounds
         strikes = np.where(result.narrow, strikes + 1, 0)

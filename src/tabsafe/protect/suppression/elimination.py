@@ -33,6 +33,7 @@ import numpy as np
 
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Table
+from tabsafe.progress import report
 
 if TYPE_CHECKING:  # pragma: no cover - an annotation only: problem.py builds on this module
     from tabsafe.protect.suppression.problem import Problem
@@ -40,6 +41,8 @@ if TYPE_CHECKING:  # pragma: no cover - an annotation only: problem.py builds on
 __all__ = ["Elimination", "chain_basis", "gauss", "joint_basis", "null_basis", "support_basis", "table_basis"]
 
 _TOL = 1e-9
+#: candidates between two progress events of the elimination
+PROGRESS_EVERY = 2048
 
 
 def chain_basis(h: Hierarchy) -> list[dict[int, float]]:
@@ -293,6 +296,8 @@ def gauss(problem: Problem, hidden_first: np.ndarray, deadline: float | None = N
             second.publish(c)
     for i, c in enumerate(order.tolist()):
         past(i)
+        if i % PROGRESS_EVERY == 0:
+            report("suppression", phase="elimination", done=i, total=int(order.size), secondary=int(secondary.sum()))
         hide = main.reveals(c, primary)
         if not hide and second is not None:
             hide = second.determined(c) and not main.determined(c)

@@ -1,5 +1,5 @@
 """Decomposition along the hierarchy (tau-ARGUS' HiTaS): an incumbent for the optimal mode, with
-the time its integer rounds leave.
+the rounds its integer rounds leave.
 
 A hierarchical table is cut into its non-hierarchical subtables: one per combination of an
 aggregate code of each variable, holding that code and its children along every variable (so
@@ -15,13 +15,16 @@ primary cell too narrow, so it is protected; it is a good incumbent, not a bound
 from __future__ import annotations
 
 import itertools
-import time
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Dimension, Table
 from tabsafe.protect.suppression.problem import CellSystem, Problem, Settings
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.protect.suppression.optimal import Budget
 
 __all__ = ["hitas", "subtables"]
 
@@ -55,30 +58,26 @@ def _subtable(table: Table, ids: np.ndarray) -> Table:
     return Table.from_grid(dims, {"count": values})
 
 
-def hitas(problem: Problem, table: Table, *, time_limit: float) -> np.ndarray | None:
+def hitas(problem: Problem, table: Table, *, budget: Budget) -> np.ndarray | None:
     """A protected pattern of ``problem`` (the grid of ``table``) by decomposition (module
-    docstring), or None when it could not be finished within ``time_limit`` seconds (no step
-    of it starts a round it cannot finish in time, but the audit of the joined pattern is one
-    linear-programming pass and may end a few seconds late)."""
+    docstring), or None when the rounds of ``budget`` do not reach every subtable (each gets its
+    share of the rounds left, by its size; at least one) or its time guard stops it."""
     from tabsafe.errors import MethodError
     from tabsafe.protect.suppression.audit import TimeUp, audit, fast
     from tabsafe.protect.suppression.optimal import optimal
 
-    start = time.perf_counter()
-    deadline = start + time_limit
+    deadline = budget.deadline
     n = problem.n_cells
     decided = np.zeros(n, dtype=bool)
     suppressed = problem.primary | problem.hidden
     parts = subtables(table)
     weights = np.array([p.size for p in parts], dtype=np.float64)
     for i, ids in enumerate(parts):
-        left = time_limit - (time.perf_counter() - start)
-        if left <= 0.05:
+        if budget.left <= 0 or budget.timed_out():
             return None
         sub = _subtable(table, ids)
-        settings = Settings(**{**{k: getattr(problem.settings, k) for k in
-                                  ("mode", "cost", "zeros", "protection_level", "protection_ratio", "mip_gap")},
-                               "time_limit": max(0.05, left * weights[i] / weights[i:].sum())})
+        settings = Settings(**{k: getattr(problem.settings, k) for k in
+                               ("mode", "cost", "zeros", "protection_level", "protection_ratio", "mip_gap")})
         primary = problem.primary[ids] | (decided[ids] & suppressed[ids])
         published = decided[ids] & ~suppressed[ids]
         sp = Problem.build(CellSystem.of_table(sub), primary, settings, published=published)
@@ -88,19 +87,26 @@ def hitas(problem: Problem, table: Table, *, time_limit: float) -> np.ndarray | 
             except MethodError:  # what the subtables above published leaves no way: give up here
                 return None
             except TimeUp:
+                budget.stopped_by = "time"
                 return None
             if sp.candidates.any():
-                pattern = optimal(sp, pattern, time_limit=settings.time_limit).suppressed
+                # this subtable's share of the rounds, drawn from the whole budget
+                share = budget.part(max(1, int(budget.left * weights[i] / weights[i:].sum())))
+                pattern = optimal(sp, pattern, budget=share).suppressed
+                budget.absorb(share)
+                if share.stopped_by == "time":
+                    return None
         else:
             pattern = sp.primary.copy()
         suppressed[ids] |= pattern
         decided[ids] = True
-    if time.perf_counter() > deadline:
+    if budget.timed_out():
         return None
     if not audit(problem, suppressed).passed:
         # where the subtables' joins leave a primary too narrow; within the same time limit
         try:
             suppressed, _ = fast(problem, hidden_first=suppressed, deadline=deadline)
         except TimeUp:
+            budget.stopped_by = "time"
             return None
     return suppressed

@@ -25,7 +25,7 @@ from tabsafe.model.table import Table
 from tabsafe.params import Choice, Int, Optional, Real, TextList, parameter
 from tabsafe.protect.suppression.linked import joint_table, release_problem
 from tabsafe.protect.suppression.primary import primary_suppression
-from tabsafe.protect.suppression.problem import Cost, Mode, Settings, ZeroPolicy
+from tabsafe.protect.suppression.problem import DEFAULT_WORK_LIMIT, Cost, Mode, Settings, ZeroPolicy
 from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression, suppress_problem
 from tabsafe.release.cells import ReleaseCells
 from tabsafe.risk.rules import RiskRules, RuleThresholds
@@ -73,7 +73,11 @@ class CellSuppression(TableMethod):
         cost: minimise the value suppressed (count) or the number of cells (cells).
         protection_level: least interval width of a primary cell.
         protection_ratio: least interval width as a share of the primary cell's value.
-        time_limit: seconds for the optimal mode.
+        work_limit: the optimal mode's budget: rounds of its audit-and-cut loop (each solves one
+            program, an integer one under a fixed node cap, and audits the answer); the same
+            table and budget give the same pattern on any machine.
+        time_limit: seconds, an outer guard on the optimal mode (a pattern it stops depends on
+            the machine's speed; the report says so).
         mip_gap: relative gap at which the optimal mode stops.
     """
 
@@ -97,7 +101,8 @@ class CellSuppression(TableMethod):
     cost: Cost = parameter(Cost.COUNT, check=Choice(Cost))
     protection_level: float = parameter(1.0, check=Real(min=0))
     protection_ratio: float = parameter(0.0, check=Real(min=0, max=10))
-    time_limit: float = parameter(60.0, check=Real(min=0, min_open=True))
+    work_limit: int = parameter(DEFAULT_WORK_LIMIT, check=Int(min=1))
+    time_limit: float | None = parameter(None, check=Optional(Real(min=0, min_open=True)))
     mip_gap: float = parameter(1e-4, check=Real(min=0, max=1))
 
     def validate(self) -> None:
@@ -119,7 +124,8 @@ class CellSuppression(TableMethod):
         object.__setattr__(self, "_rules", rules)
         object.__setattr__(self, "_settings", Settings(
             mode=self.mode, cost=self.cost, zeros=self.zeros, protection_level=self.protection_level,
-            protection_ratio=self.protection_ratio, time_limit=self.time_limit, mip_gap=self.mip_gap,
+            protection_ratio=self.protection_ratio, work_limit=self.work_limit, time_limit=self.time_limit,
+            mip_gap=self.mip_gap,
         ))
 
     @property
@@ -148,7 +154,7 @@ class CellSuppression(TableMethod):
             data=data,
             typical=(
                 cls(min_freq=3),
-                cls(min_freq=3, t_abs=2, mode=Mode.OPTIMAL, cost=Cost.CELLS, time_limit=5),
+                cls(min_freq=3, t_abs=2, mode=Mode.OPTIMAL, cost=Cost.CELLS, work_limit=10),
                 cls(min_freq=4, zeros=ZeroPolicy.SAFE, protection_level=2, target=("sex",)),
             ),
             why_no_identity="suppression always hides what its rules flag, and rules that flag nothing are "
@@ -161,6 +167,13 @@ class CellSuppression(TableMethod):
             notes.append("zeros are never suppressed, so the audit assumes an intruder knows every suppressed "
                          "cell is at least 1 (this covers a singleton respondent's knowledge of its own cell)")
         return tuple(notes)
+
+    def memory_estimate(self, table: Table) -> int:
+        """The memory model of :mod:`.footprint`, from the table's shape (checked before any work)."""
+        from tabsafe.protect.suppression.footprint import shape, suppression_bytes
+
+        return suppression_bytes(shape(table), zeros_published=self.zeros is ZeroPolicy.NEVER,
+                                 optimal=self.mode is Mode.OPTIMAL)
 
     def primary(self, table: Table) -> np.ndarray:
         """The primary cells of ``table``'s grid."""

@@ -10,7 +10,7 @@ a cut from the duals of its programs, Fischetti and Salazar-González's capacity
 hidden cells, so a protected pattern hides enough capacity; where the capacities are not known,
 "one of the published cells holding its bound is hidden"). Every cut keeps every protected
 pattern, so the program's bound is a lower bound on the optimum; the gap to the best audited
-pattern is reported (large tables stop at the time limit with the gap).
+pattern is reported (large tables stop when the budget is spent, with the gap).
 
 The cuts are separated at the root, on the LP relaxation (:func:`_root_cuts`): the cells the LP
 optimum touches at all are audited as a pattern, and each primary cell still too narrow yields
@@ -22,6 +22,13 @@ callbacks. A better pattern than the fast mode's comes from a neighbourhood sear
 cells and the LP optimum's. On the 26,796-cell area × age × citizenship table (120 s): the search
 finds 40,155 against the fast pattern's 41,441, the root loop raises the bound from 18,462 to
 38,841, a gap of 3.3% (it was 17.3% with cover cuts, fresh LP solves and no search).
+
+The work is a budget of rounds (:class:`Budget`; ``work_limit``), not seconds: each round solves
+one program — the LP relaxation, or an integer program under a fixed node cap on one thread with
+a fixed seed — and audits its answer, so the pattern is a function of the problem and the budget
+on any machine and under any load (with a wall-clock limit it was not: the same 120 s gave a
+3.5% gap on an idle machine and the unchanged fast pattern, gap 100%, on a loaded one). A time
+limit is an outer guard only; when it stops the search the status says ``time limit``.
 """
 
 from __future__ import annotations
@@ -34,11 +41,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from tabsafe.errors import MethodError, Reason
-from tabsafe.protect.suppression.audit import Audit, TimeUp, audit, fast
+from tabsafe.protect.suppression.audit import TimeUp, audit, fast
 from tabsafe.protect.suppression.problem import Problem
+from tabsafe.progress import report
 from tabsafe.solver import LinearProgram, Relaxation, Solution, solve
 
-__all__ = ["OptimalResult", "gap", "optimal"]
+__all__ = ["TUNING", "Budget", "OptimalResult", "Tuning", "gap", "optimal"]
 
 _TOL = 1e-9
 
@@ -49,8 +57,10 @@ class OptimalResult:
 
     Attributes:
         suppressed: the pattern.
-        rounds: integer programs solved.
-        status: ``optimal`` (gap within ``mip_gap``) or why it stopped (``time limit``…).
+        rounds: rounds of the budget spent (programs solved and audited).
+        status: ``optimal`` (gap within ``mip_gap``), ``work limit`` (the budget is spent),
+            ``time limit`` (the guard stopped it: machine-dependent) or ``feasible`` (the cut
+            loop ended with a gap).
         objective: the pattern's cost (reveals original values: private).
         lower_bound: a lower bound on the least cost (private).
         gap: ``(objective - lower_bound) / objective``.
@@ -189,6 +199,93 @@ def _cuts(problem: Problem, pattern: np.ndarray, result: Audit, var_of: np.ndarr
     return out
 
 
+class Budget:
+    """The work left to the optimal mode, and the outer time guard.
+
+    Work is counted in rounds: each solves one program (the LP relaxation, or an integer program
+    under a fixed node cap, one thread, a fixed seed) and audits its answer, so the same problem
+    and ``rounds`` give the same pattern on any machine and under any load. ``time_limit`` (from
+    the start of secondary suppression) is only a guard: a run it stops depends on the machine,
+    and :attr:`stopped_by` says so. Not a value object: the phases of one run draw on it in turn.
+    """
+
+    def __init__(self, rounds: int, time_limit: float | None = None, *, started: float | None = None) -> None:
+        self.left = int(rounds)
+        self.used = 0
+        began = time.perf_counter() if started is None else started
+        self.deadline = None if time_limit is None else began + float(time_limit)
+        #: "work" or "time" once a limit has stopped the search, else None
+        self.stopped_by: str | None = None
+
+    def seconds_left(self) -> float | None:
+        return None if self.deadline is None else self.deadline - time.perf_counter()
+
+    def timed_out(self) -> bool:
+        left = self.seconds_left()
+        if left is not None and left <= 0:
+            self.stopped_by = "time"
+            return True
+        return False
+
+    def take(self) -> bool:
+        """Start one more round, if the budget and the guard allow it."""
+        if self.timed_out():
+            return False
+        if self.left <= 0:
+            self.stopped_by = self.stopped_by or "work"
+            return False
+        self.left -= 1
+        self.used += 1
+        return True
+
+    def share(self, fraction: float) -> int:
+        """A phase's part of the rounds left (at least one)."""
+        return max(1, int(self.left * fraction))
+
+    def part(self, rounds: int) -> Budget:
+        """A budget of ``rounds`` (at most what is left) under the same guard, for a sub-problem;
+        :meth:`absorb` charges what it spent."""
+        out = Budget(min(rounds, self.left))
+        out.deadline = self.deadline
+        return out
+
+    def absorb(self, part: Budget) -> None:
+        self.left -= part.used
+        self.used += part.used
+        if part.stopped_by == "time":
+            self.stopped_by = "time"
+
+    def note(self, sol: Solution) -> None:
+        """A solve the time guard cut short makes the result machine-dependent."""
+        if sol.limit == "time":
+            self.stopped_by = "time"
+
+    @property
+    def reproducible(self) -> bool:
+        return self.stopped_by != "time"
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """How the optimal mode spends its rounds (measured defaults; tests shrink them).
+
+    Attributes:
+        search_share: the part of the rounds the first neighbourhood search may take.
+        search_nodes: node cap of one program of the neighbourhood search (a few thousand
+            binaries: most are solved well within it).
+        integer_nodes: node cap of one integer program over every candidate cell.
+        seed: HiGHS' random seed (fixed: the pattern is a function of the problem and budget).
+    """
+
+    search_share: float = 0.6
+    search_nodes: int = 500
+    integer_nodes: int = 1_000
+    seed: int = 0
+
+
+TUNING = Tuning()
+
+
 class _Cuts:
     """The program's rows as the cuts come, with its LP relaxation kept warm (:class:`Relaxation`).
     Not a value object: one per :func:`optimal` run."""
@@ -204,136 +301,117 @@ class _Cuts:
             M, lower = _matrix(cuts, self.cost.size)
             self._lp.add_rows(M, lower, np.full(len(cuts), math.inf))
 
-    def relaxation(self, deadline: float) -> Solution:
-        return self._lp.solve(time_limit=max(0.5, deadline - time.perf_counter()))
+    def relaxation(self, budget: Budget) -> Solution:
+        left = budget.seconds_left()
+        sol = self._lp.solve(time_limit=None if left is None else max(0.01, left))
+        budget.note(sol)
+        return sol
 
     def program(self, allowed: np.ndarray | None = None) -> LinearProgram:
         whole = _program(self.rows, self.cost)
         return whole if allowed is None else replace(whole, col_upper=allowed.astype(float))
 
 
-def _root_cuts(problem: Problem, pool: _Cuts, cand: np.ndarray, var_of: np.ndarray, deadline: float,
-               audit_seconds: float) -> tuple[float, np.ndarray | None]:
+def _deadline(budget: Budget) -> float | None:
+    """The guard as a ``time.perf_counter()`` value for the fast mode's helpers."""
+    return budget.deadline
+
+
+def _root_cuts(problem: Problem, pool: _Cuts, cand: np.ndarray, var_of: np.ndarray,
+               budget: Budget) -> tuple[float, np.ndarray | None]:
     """Cuts separated on LP optima (module docstring), added to ``pool`` until no new cut is
-    violated or the next round would end after ``deadline``. Returns the last LP bound (a lower
-    bound on the optimum: the LP relaxes a program every cut of which is valid) and, when no
-    cut is violated, the pattern of the cells the LP optimum touches (the audit passed it)."""
+    violated or the budget is spent. Returns the last LP bound (a lower bound on the optimum:
+    the LP relaxes a program every cut of which is valid) and, when no cut is violated, the
+    pattern of the cells the LP optimum touches (the audit passed it)."""
     bound = 0.0
-    took = audit_seconds
-    while time.perf_counter() + took < deadline:
-        began = time.perf_counter()
-        sol = pool.relaxation(deadline)
+    while budget.take():
+        sol = pool.relaxation(budget)
         if sol.x is None or sol.status != "optimal":
             break
         bound = max(bound, float(sol.objective))
         touched = _hiding(problem, cand, sol.x > _TOL)
         # every cell of a new cut is untouched: the LP optimum violates it by a whole unit
-        cuts = _cuts(problem, touched, audit(problem, touched), var_of)
+        result = audit(problem, touched)
+        cuts = _cuts(problem, touched, result, var_of)
+        report("suppression", phase="root cut loop", round=budget.used, narrow=int(result.narrow.sum()))
         if not cuts:
             return bound, touched
         pool.add(cuts)
-        took = time.perf_counter() - began
     return bound, None
 
 
 def _neighbourhood(problem: Problem, pool: _Cuts, cand: np.ndarray, var_of: np.ndarray, incumbent: np.ndarray,
-                   deadline: float, complete_by: float, audit_seconds: float) -> list[np.ndarray]:
+                   budget: Budget, rounds: int, tuning: Tuning = TUNING) -> list[np.ndarray]:
     """Protected patterns among the cells of ``incumbent`` and of the current LP optimum, by the
-    audit-and-cut loop on the program restricted to those cells (its cuts go to ``pool``).
+    audit-and-cut loop on the program restricted to those cells (its cuts go to ``pool``), in
+    at most ``rounds`` rounds of ``budget``.
 
     A neighbourhood search in the spirit of RINS (Danna, Rothberg and Le Pape, 2005): the
     incumbent (a protected pattern) satisfies every valid cut, so the restricted program always
     has a protected answer and the loop ends with one, on a few thousand binaries where the
     whole program has twenty thousand; the LP optimum adds the cells the relaxation finds worth
-    hiding. When the time runs out first, the last answer is completed by the fast mode (by
-    ``complete_by``). On the 26,796-cell table, from the fast pattern (41,441) and the first LP
-    optimum: 40,155 in 11 rounds, 42 s (restricted to the fast pattern's cells alone, 40,555).
+    hiding. When the rounds run out first, the last answer is completed by the fast mode. On the
+    26,796-cell table, from the fast pattern (41,441) and the first LP optimum: 40,155 in 11
+    rounds (restricted to the fast pattern's cells alone, 40,555).
     """
-    sol = pool.relaxation(deadline)
+    if budget.timed_out():
+        return []
+    sol = pool.relaxation(budget)
     if sol.x is None or sol.status != "optimal":
         return []
     allowed = incumbent[cand] | (sol.x > _TOL)
     start = incumbent[cand].astype(float)
-    took = audit_seconds
-    last: tuple[np.ndarray, Audit] | None = None
-    while time.perf_counter() + took < deadline:
-        began = time.perf_counter()
-        answer = solve(pool.program(allowed), start=start, time_limit=max(0.5, deadline - began - audit_seconds))
-        if answer.x is None or answer.limit == "time":  # not solved in time: it may be the start
+    last: np.ndarray | None = None
+    for _ in range(rounds):
+        if not budget.take():
+            break
+        left = budget.seconds_left()
+        answer = solve(pool.program(allowed), start=start, node_limit=tuning.search_nodes,
+                       random_seed=tuning.seed, time_limit=None if left is None else max(0.01, left))
+        budget.note(answer)
+        if answer.x is None or answer.limit == "time":  # cut short by the guard: it may be the start
             break
         pattern = _hiding(problem, cand, answer.x > 0.5)
         result = audit(problem, pattern)
-        took = time.perf_counter() - began
+        report("suppression", phase="neighbourhood search", round=budget.used, narrow=int(result.narrow.sum()))
         if result.passed:
             return [pattern]
         pool.add(_cuts(problem, pattern, result, var_of))
-        last = (pattern, result)
+        last = pattern
     if last is None:
         return []
-    # out of time: the last answer completed by the fast mode (its cells hidden first)
+    # out of rounds: the last answer completed by the fast mode (its cells hidden first)
     try:
-        return [fast(problem, hidden_first=last[0], deadline=complete_by)[0]]
+        return [fast(problem, hidden_first=last, deadline=_deadline(budget))[0]]
     except TimeUp:
+        budget.stopped_by = "time"
         return []
 
 
-def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
-            audit_seconds: float = 0.0) -> OptimalResult:
-    """Integer program with audit cuts (module docstring), from the audited ``incumbent``.
-
-    In phases: the neighbourhood search (up to 60% of ``time_limit``), the root cut loop (a
-    bound), a second search when the loop runs out of cuts early, then integer rounds: each
-    solves the whole program from the best audited pattern, audits the answer and adds a cut per
-    primary cell left too narrow; an answer that fails is also completed by the fast heuristic
-    (its cells hidden first).
-
-    A program is given the time left less what auditing its answer takes (``audit_seconds`` to
-    begin with, then the longest audit seen), and a round that would end late is not started.
-    """
-    start = time.perf_counter()
-    deadline = start + time_limit
-    mip_gap = problem.settings.mip_gap
-    cand = np.flatnonzero(problem.candidates)
-    var_of = np.full(problem.n_cells, -1, dtype=np.int64)
-    var_of[cand] = np.arange(cand.size)
-    pool = _Cuts(_model_rows(problem, var_of), problem.cost[cand])
-    best = incumbent.copy()
-    # the neighbourhood search first (a better pattern), on the first LP's cells; then the root
-    # cut loop (a better bound: 38,841 against 33,265 after the search on the benchmark table); a
-    # second search when the loop has run out of cuts early, on the cells of its last LP optimum
-    found = _neighbourhood(problem, pool, cand, var_of, best, start + 0.6 * time_limit,
-                           deadline - audit_seconds, audit_seconds)
-    lower_bound, touched = _root_cuts(problem, pool, cand, var_of, deadline - audit_seconds, audit_seconds)
-    best, best_cost = _cheapest(problem, best, found + ([] if touched is None else [touched]))
-    if touched is not None:
-        found = _neighbourhood(problem, pool, cand, var_of, best, deadline - audit_seconds,
-                               deadline - audit_seconds, audit_seconds)
-        best, best_cost = _cheapest(problem, best, found)
-    rounds = 0
-    status = "time limit"
-    while True:
-        # a program's answer is of use only once audited: leave the time an audit takes
-        room = deadline - time.perf_counter() - audit_seconds
-        if room <= 0.5:
-            break
-        rounds += 1
-        # three quarters of the time left per program: an answer the audit rejects still leaves time to complete it
-        limit = room if room < 10 else max(10.0, room * 0.75)
-        sol = solve(pool.program(), start=best[cand].astype(float), time_limit=limit, mip_rel_gap=mip_gap)
-        if sol.bound is not None:
+def _integer_rounds(problem: Problem, pool: _Cuts, cand: np.ndarray, var_of: np.ndarray, best: np.ndarray,
+                    lower_bound: float, budget: Budget, tuning: Tuning) -> tuple[np.ndarray, float]:
+    """Integer programs over every candidate, each under a node cap from the best audited
+    pattern; an answer the audit rejects adds its cuts and is completed by the fast mode.
+    Returns the best pattern and the lower bound."""
+    while budget.take():
+        left = budget.seconds_left()
+        sol = solve(pool.program(), start=best[cand].astype(float), mip_rel_gap=problem.settings.mip_gap,
+                    node_limit=tuning.integer_nodes, random_seed=tuning.seed,
+                    time_limit=None if left is None else max(0.01, left))
+        budget.note(sol)
+        if sol.bound is not None and sol.limit != "time":
             lower_bound = max(lower_bound, sol.bound)
         if sol.x is None:
-            status = sol.status
             break
         pattern = _hiding(problem, cand, sol.x > 0.5)
-        began = time.perf_counter()
         result = audit(problem, pattern)
-        audit_seconds = max(audit_seconds, time.perf_counter() - began)
+        report("suppression", phase="integer rounds", round=budget.used, narrow=int(result.narrow.sum()),
+               nodes=sol.nodes)
         if result.passed:
-            best, best_cost = _cheapest(problem, best, [pattern])
-            status = "time limit" if sol.limit == "time" else sol.status
+            best, _ = _cheapest(problem, best, [pattern])
             if sol.status == "optimal":
-                lower_bound = max(lower_bound, min(best_cost, sol.objective if sol.objective is not None else 0.0))
+                lower_bound = max(lower_bound, min(problem.pattern_cost(best),
+                                                   sol.objective if sol.objective is not None else 0.0))
             # no primary too narrow, so no new cut: the same program would give the same answer
             break
         pool.add(_cuts(problem, pattern, result, var_of))
@@ -341,12 +419,53 @@ def optimal(problem: Problem, incumbent: np.ndarray, *, time_limit: float,
         # alone (mend): on the 26,796-cell table an answer of 38,326 with 347 primary cells too
         # narrow was mended to 63,508, and completed by the fast mode to 41,773
         try:
-            completed, _ = fast(problem, hidden_first=pattern, deadline=deadline)
+            completed, _ = fast(problem, hidden_first=pattern, deadline=_deadline(budget))
         except TimeUp:
-            continue
-        best, best_cost = _cheapest(problem, best, [completed])
+            budget.stopped_by = "time"
+            break
+        best, _ = _cheapest(problem, best, [completed])
+    return best, lower_bound
+
+
+def optimal(problem: Problem, incumbent: np.ndarray, *, budget: Budget, tuning: Tuning = TUNING) -> OptimalResult:
+    """Integer program with audit cuts (module docstring), from the audited ``incumbent``, on
+    the rounds of ``budget``.
+
+    In phases: the neighbourhood search (up to ``tuning.search_share`` of the rounds), the root
+    cut loop (a bound), a second search when the loop runs out of cuts, then integer rounds
+    with the rounds left: each solves the whole program from the best audited pattern, audits
+    the answer and adds a cut per primary cell left too narrow; an answer that fails is also
+    completed by the fast heuristic (its cells hidden first).
+    """
+    mip_gap = problem.settings.mip_gap
+    cand = np.flatnonzero(problem.candidates)
+    var_of = np.full(problem.n_cells, -1, dtype=np.int64)
+    var_of[cand] = np.arange(cand.size)
+    pool = _Cuts(_model_rows(problem, var_of), problem.cost[cand])
+    best = incumbent.copy()
+    used_before = budget.used
+    # the neighbourhood search first (a better pattern), on the first LP's cells; then the root
+    # cut loop (a better bound: 38,841 against 33,265 after the search on the benchmark table); a
+    # second search when the loop has run out of cuts early, on the cells of its last LP optimum
+    found = _neighbourhood(problem, pool, cand, var_of, best, budget, budget.share(tuning.search_share), tuning)
+    lower_bound, touched = _root_cuts(problem, pool, cand, var_of, budget)
+    best, best_cost = _cheapest(problem, best, found + ([] if touched is None else [touched]))
+    if touched is not None:
+        found = _neighbourhood(problem, pool, cand, var_of, best, budget, budget.left, tuning)
+        best, best_cost = _cheapest(problem, best, found)
+    if gap(best_cost, lower_bound) > mip_gap + 1e-9:
+        best, lower_bound = _integer_rounds(problem, pool, cand, var_of, best, lower_bound, budget, tuning)
+        best_cost = problem.pattern_cost(best)
     open_gap = gap(best_cost, lower_bound)
     # "optimal" only when the gap says so: a program reported optimal whose answer was no better
     # than the incumbent leaves a gap, and the pattern is then only known to be protected
-    final = "optimal" if open_gap <= mip_gap + 1e-9 else "time limit" if status == "time limit" else "feasible"
-    return OptimalResult(best, rounds, final, round(best_cost, 6), round(lower_bound, 6), round(open_gap, 6))
+    if open_gap <= mip_gap + 1e-9:
+        final = "optimal"
+    elif budget.stopped_by == "time":
+        final = "time limit"
+    elif budget.stopped_by == "work":
+        final = "work limit"
+    else:
+        final = "feasible"
+    return OptimalResult(best, budget.used - used_before, final, round(best_cost, 6), round(lower_bound, 6),
+                         round(open_gap, 6))

@@ -26,13 +26,16 @@ import scipy.sparse as sp
 
 from tabsafe.errors import InputError, param
 from tabsafe.model.table import cell_name
-from tabsafe.params import Choice, Real, check_all, parameter
+from tabsafe.params import Choice, Int, Optional, Real, check_all, parameter
 from tabsafe.protect.suppression.elimination import table_basis
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
 
-__all__ = ["CellSystem", "Cost", "Mode", "Problem", "Settings", "ZeroPolicy"]
+__all__ = ["DEFAULT_WORK_LIMIT", "CellSystem", "Cost", "Mode", "Problem", "Settings", "ZeroPolicy"]
+
+#: The optimal mode's default budget of audit-and-cut rounds (measured: :mod:`.optimal`).
+DEFAULT_WORK_LIMIT = 25
 
 
 class ZeroPolicy(str, Enum):
@@ -75,7 +78,11 @@ class Settings:
         zeros: ``never``, ``safe`` or ``primary`` (see :class:`ZeroPolicy`).
         protection_level: least width of a primary cell's feasibility interval.
         protection_ratio: least width as a share of the primary cell's value.
-        time_limit: seconds for the optimal mode.
+        work_limit: rounds of the optimal mode's audit-and-cut loop (each solves one program,
+            an integer one under a fixed node cap, and audits its answer): the budget that
+            decides the optimal mode's pattern, the same on any machine.
+        time_limit: seconds, an outer guard on the optimal mode (None: none); a pattern it
+            stops depends on the machine's speed, and the report says so.
         mip_gap: relative gap at which the optimal mode stops.
     """
 
@@ -84,7 +91,8 @@ class Settings:
     zeros: ZeroPolicy = parameter(ZeroPolicy.NEVER, check=Choice(ZeroPolicy))
     protection_level: float = parameter(1.0, check=Real(min=0))
     protection_ratio: float = parameter(0.0, check=Real(min=0, max=10))
-    time_limit: float = parameter(60.0, check=Real(min=0, min_open=True))
+    work_limit: int = parameter(DEFAULT_WORK_LIMIT, check=Int(min=1))
+    time_limit: float | None = parameter(None, check=Optional(Real(min=0, min_open=True)))
     mip_gap: float = parameter(1e-4, check=Real(min=0, max=1))
 
     def __post_init__(self) -> None:

@@ -20,7 +20,7 @@ import numpy as np
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression.audit import fast, republish_derivable
 from tabsafe.protect.suppression.hitas import hitas
-from tabsafe.protect.suppression.optimal import gap, optimal
+from tabsafe.protect.suppression.optimal import Budget, gap, optimal
 from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
 
 __all__ = ["REASONS", "SuppressionResult", "secondary_suppression", "suppress_problem"]
@@ -61,40 +61,15 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         suppressed = problem.hidden.copy()
         figures["audit_rounds"] = 0
         if settings.mode is Mode.OPTIMAL:
-            figures.update({"rounds": 0, "status": "optimal"})
+            figures.update({"rounds": 0, "status": "optimal", "stopped_by": "none", "reproducible": True})
             private.update({"objective": 0.0, "lower_bound": 0.0, "gap": 0.0, "fast_secondary": 0})
     else:
-        # the fast pattern always: it is the answer when the time limit leaves no other
+        # the fast pattern always: it is the answer when the budget leaves no other
         suppressed, rounds = fast(problem)
         figures["audit_rounds"] = rounds
         if settings.mode is Mode.OPTIMAL:
-            # an audit round's time: what the steps below keep in hand for the audits they need
-            # (the last one publishes derivable cells again)
-            audit_seconds = (time.perf_counter() - start) / rounds
-            deadline = start + settings.time_limit
-            private["fast_secondary"] = int((suppressed & problem.candidates).sum())
-            private["fast_objective"] = round(problem.pattern_cost(suppressed), 6)
-            remaining = max(0.0, deadline - audit_seconds - time.perf_counter())
-            opt = optimal(problem, suppressed, time_limit=remaining, audit_seconds=audit_seconds)
-            suppressed = opt.suppressed
-            figures.update({"rounds": opt.rounds, "status": opt.status})
-            private.update({"objective": opt.objective, "lower_bound": opt.lower_bound, "gap": opt.gap})
-            # decomposition along the hierarchy (HiTaS) gets the time the integer rounds leave,
-            # not a share before them: on the 26,796-cell benchmark table it never beat the fast
-            # pattern in its third of 120 s, and the root cut loop makes better use of that time
-            # (gap at 120 s: 24% with HiTaS first, 17% without)
-            table = problem.system.table
-            left = deadline - audit_seconds - time.perf_counter()
-            if (opt.status != "optimal" and left > 1 and table is not None
-                    and any(d.hierarchy.max_depth > 1 for d in table.dimensions)):
-                decomposed = hitas(problem, table, time_limit=left)
-                if decomposed is not None:
-                    cost = problem.pattern_cost(decomposed)
-                    private["hitas_objective"] = round(cost, 6)
-                    if cost < opt.objective:
-                        suppressed = decomposed
-                        private["objective"] = round(cost, 6)
-                        private["gap"] = round(gap(cost, opt.lower_bound), 6)
+            suppressed = _optimal(problem, suppressed, Budget(settings.work_limit, settings.time_limit, started=start),
+                                  figures, private)
     suppressed, republished = republish_derivable(problem, suppressed)
     figures["republished"] = republished
     if republished and settings.mode is Mode.OPTIMAL:  # the pattern got cheaper: its cost and gap
@@ -120,6 +95,38 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         "secondary_value": int(vals[secondary].sum()),
     })
     return SuppressionResult(reason.astype(str), figures, private)
+
+
+def _optimal(problem: Problem, fast_pattern: np.ndarray, budget: Budget, figures: dict[str, Any],
+             private: dict[str, Any]) -> np.ndarray:
+    """The optimal mode from the fast pattern, then the decomposition along the hierarchy
+    (HiTaS) with the rounds left; its figures go to ``figures`` and ``private``."""
+    private["fast_secondary"] = int((fast_pattern & problem.candidates).sum())
+    private["fast_objective"] = round(problem.pattern_cost(fast_pattern), 6)
+    opt = optimal(problem, fast_pattern, budget=budget)
+    suppressed = opt.suppressed
+    private.update({"objective": opt.objective, "lower_bound": opt.lower_bound, "gap": opt.gap})
+    # decomposition along the hierarchy (HiTaS) gets the rounds the integer rounds leave, not a
+    # share before them: on the 26,796-cell benchmark table it never beat the fast pattern in
+    # its third of 120 s, and the root cut loop makes better use of that work (gap at 120 s:
+    # 24% with HiTaS first, 17% without)
+    table = problem.system.table
+    status = opt.status
+    if (status != "optimal" and budget.left > 0 and not budget.timed_out() and table is not None
+            and any(d.hierarchy.max_depth > 1 for d in table.dimensions)):
+        decomposed = hitas(problem, table, budget=budget)
+        if decomposed is not None:
+            cost = problem.pattern_cost(decomposed)
+            private["hitas_objective"] = round(cost, 6)
+            if cost < opt.objective:
+                suppressed = decomposed
+                private["objective"] = round(cost, 6)
+                private["gap"] = round(gap(cost, opt.lower_bound), 6)
+    if status != "optimal":
+        status = "time limit" if budget.stopped_by == "time" else "work limit" if budget.stopped_by else status
+    figures.update({"rounds": budget.used, "status": status, "stopped_by": budget.stopped_by or "none",
+                    "reproducible": budget.reproducible})
+    return suppressed
 
 
 def secondary_suppression(

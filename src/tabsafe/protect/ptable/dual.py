@@ -44,7 +44,7 @@ MAX_NEWTON = 200
 """Newton iterations per solve at most: the budget that turns a program without optimum (a
 ``pstay`` bound that cannot hold) into an answer that says it did not converge, never a hang."""
 _ARMIJO = 1e-4
-_HALVINGS = 30
+_HALVINGS = 40
 _MIN_DAMPING = 1e-8
 _MAX_DAMPING = 1e12
 _TOL = 1e-12
@@ -155,8 +155,8 @@ def _pooled(prog: RowProgram, t: np.ndarray) -> tuple[np.ndarray, list[int] | No
 _LOG_EPS = math.log(EPSILON)
 
 
-def _normalise(b: np.ndarray) -> np.ndarray:
-    """``p = max(eps, exp(b - c))`` with the ``c`` that makes ``sum p = 1``.
+def _normalise(b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``p = max(eps, exp(b - c))`` with the ``c`` that makes ``sum p = 1``, and ``b - c``.
 
     Starting with nothing clipped, ``c`` only grows and the clipped set only grows, up to the
     root of the decreasing function ``c -> sum max(eps, exp(b - c))``: a few passes at most.
@@ -173,7 +173,8 @@ def _normalise(b: np.ndarray) -> np.ndarray:
         if count == clipped:
             break
         free, clipped = now, count
-    return np.where(free, np.exp(np.minimum(b - c, 0.0)), EPSILON)
+    log_raw = b - c
+    return np.where(free, np.exp(np.minimum(log_raw, 0.0)), EPSILON), log_raw
 
 
 @dataclass(frozen=True, eq=False)
@@ -185,22 +186,25 @@ class _Point:
     value: float
     grad: np.ndarray
     blocks: list[int] | None
+    log_raw: np.ndarray
 
 
 def _evaluate(prog: RowProgram, y: np.ndarray) -> _Point:
     t = prog.feats @ y
     b, blocks = _pooled(prog, t)
-    p = _normalise(b)
+    p, log_raw = _normalise(b)
     moments = p @ prog.feats  # (-mean, -second moment, p(v=0))
     # value = H(p) + t.p + m V - n s, gradient (-sum v p, V - sum v^2 p, p_z - s)
     value = -float(p @ np.log(p)) + float(moments @ y) + y[1] * prog.variance - y[2] * prog.stay
     grad = moments + np.array([0.0, prog.variance, -prog.stay])
-    return _Point(y, p, value, grad, blocks)
+    return _Point(y, p, value, grad, blocks, log_raw)
 
 
-def _hessian(prog: RowProgram, pt: _Point) -> np.ndarray:
-    """The generalised Hessian: ``sum_U p f f' - (sum_U p f)(sum_U p f)' / sum_U p`` over the
-    unclipped targets ``U``, with the features ``f`` averaged over pooled blocks."""
+def _curvature(prog: RowProgram, pt: _Point) -> tuple[np.ndarray, np.ndarray]:
+    """The generalised Hessian ``sum_U p f f' - (sum_U p f)(sum_U p f)' / sum_U p`` over the
+    unclipped targets ``U``, and every target's centred features ``f - (sum_U p f) / sum_U p``
+    (the features ``f`` averaged over pooled blocks): along ``d`` the exponent ``b - c`` of
+    target ``k`` moves at rate ``centred_k . d`` while no target crosses ``eps``."""
     feats = prog.feats
     if pt.blocks is not None:
         k = prog.chain
@@ -210,7 +214,7 @@ def _hessian(prog: RowProgram, pt: _Point) -> np.ndarray:
         feats[:k] = np.repeat(np.add.reduceat(feats[:k], starts, axis=0) / sizes[:, None], sizes, axis=0)
     w = np.where(pt.p > EPSILON, pt.p, 0.0)
     centred = feats - (w @ feats) / float(w.sum())
-    return (centred * w[:, None]).T @ centred
+    return (centred * w[:, None]).T @ centred, centred
 
 
 def _residual(prog: RowProgram, pt: _Point) -> float:
@@ -229,23 +233,44 @@ def _direction(prog: RowProgram, pt: _Point, bounded: np.ndarray,
     pushing them below zero stay there; the rest take a Newton step on their block. Without a
     ``pstay`` bound its multiplier is held at zero throughout.
 
-    ``damping`` (Levenberg-Marquardt) adds that multiple of a fixed metric, the features'
-    variances under the uniform distribution. Returns the direction, the held multipliers and
-    whether the step is not a plain Newton step (damped, or the Hessian singular: the dual is
-    flat or linear along some direction, e.g. where every target but one sits at ``eps``), in
-    which case its length says little and the line search may lengthen it.
+    Where few targets are unclipped the Hessian is singular and the dual linear along its null
+    space; if the gradient points along it, the step goes exactly as far as the first clipped
+    target whose exponent reaches ``log eps`` (:func:`_to_next_kink`): beyond it the Hessian
+    gains that target's curvature. ``damping`` (Levenberg-Marquardt) adds that multiple of a
+    fixed metric, the features' variances under the uniform distribution, for steps the line
+    search refused. Returns the direction, the held multipliers and whether the step is not a
+    plain Newton step (its length then says little and the line search may lengthen it).
     """
     held = bounded & (pt.y <= 0.0) & (pt.grad > 0.0)
     held[2] |= not prog.bounded_stay
     free = ~held
-    hess = _hessian(prog, pt)
+    hess, centred = _curvature(prog, pt)
     hess = hess + damping * np.diag(prog.metric)
-    d = np.zeros(3)
-    # a pseudo-inverse: undamped, the Hessian is singular where almost every target sits at eps
     vals, vecs = np.linalg.eigh(hess[free][:, free])
-    keep = vals > 1e-14 * max(float(vals[-1]), 0.0)
-    d[free] = vecs[:, keep] @ ((vecs[:, keep].T @ -pt.grad[free]) / vals[keep])
+    keep = vals > 1e-12 * max(float(vals[-1]), 0.0)
+    d = np.zeros(3)
+    grad = pt.grad[free]
+    if not keep.all():
+        null = vecs[:, ~keep]
+        along = null @ (null.T @ -grad)
+        if float(np.abs(along / prog.scale[free]).max()) > _TOL:
+            d[free] = along
+            step = _to_next_kink(pt, centred, d)
+            if step is not None:
+                return step * d, held, False
+    d[free] = vecs[:, keep] @ ((vecs[:, keep].T @ -grad) / vals[keep])
     return d, held, damping > 0 or not bool(keep.all())
+
+
+def _to_next_kink(pt: _Point, centred: np.ndarray, d: np.ndarray) -> float | None:
+    """How far along ``d`` the first clipped target unclips (a hair past it), or None if none
+    ever does."""
+    rate = centred @ d
+    clipped = (pt.p <= EPSILON) & (rate > 0)
+    if not clipped.any():
+        return None
+    steps = (_LOG_EPS - pt.log_raw[clipped]) / rate[clipped]
+    return float(steps.min()) * (1.0 + 1e-6) + 1e-12
 
 
 def _project(y: np.ndarray, held: np.ndarray, bounded: np.ndarray) -> np.ndarray:

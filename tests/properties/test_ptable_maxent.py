@@ -14,6 +14,7 @@ import math
 import re
 import warnings
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from scipy.optimize import lsq_linear, minimize
 
 import tabsafe.errors
 from tabsafe.protect.ptable import PTableParams, generate_ptable
-from tabsafe.protect.ptable.dual import EPSILON, RowProgram, solve_row
+from tabsafe.protect.ptable.dual import EPSILON, solve_row
 from tabsafe.protect.ptable.maxent import _deviations, _program, least_variance
 from tabsafe.solver import LinearProgram, solve
 
@@ -34,7 +35,27 @@ SRC = Path(__file__).resolve().parents[2] / "src" / "tabsafe"
 # --- an independent judge of a row's answer ----------------------------------------------
 
 
-def feasibility(prog: RowProgram, p: np.ndarray) -> dict[str, float]:
+class Spec(NamedTuple):
+    """Row ``i``'s program as METHODS.md §2 states it, built here from the parameters (not by
+    the code under test): deviations, V, the monotone chain ``v <= 0``, ``v = 0``, pstay."""
+
+    v: np.ndarray
+    variance: float
+    chain: int
+    zero: int
+    stay: float
+
+
+def spec(i: int, params: PTableParams) -> Spec:
+    j = np.arange(max(0, i - params.max_noise), i + params.max_noise + 1)
+    v = (j[(j < 1) | (j > params.js)] - i).astype(float)
+    zero = int(np.flatnonzero(v == 0)[0]) if np.any(v == 0) else -1
+    chain = zero + 1 if params.monotony and zero > 0 else 0
+    stay = float(params.pstay) if params.pstay is not None and zero >= 0 else 0.0
+    return Spec(v, params.variance, chain, zero, stay)
+
+
+def feasibility(prog: Spec, p: np.ndarray) -> dict[str, float]:
     """How far ``p`` is from each constraint of the row's program (0: holds)."""
     v = prog.v
     out = {
@@ -48,7 +69,7 @@ def feasibility(prog: RowProgram, p: np.ndarray) -> dict[str, float]:
     return out
 
 
-def kkt_residual(prog: RowProgram, p: np.ndarray) -> float:
+def kkt_residual(prog: Spec, p: np.ndarray) -> float:
     """Smallest stationarity residual ``|-log p - 1 - (sum of multipliers x gradients)|`` over
     multipliers of the right sign on the constraints active at ``p`` (0 at the optimum)."""
     n, v = p.size, prog.v
@@ -79,7 +100,7 @@ def kkt_residual(prog: RowProgram, p: np.ndarray) -> float:
     return float(np.max(np.abs(a @ fit.x - target)))
 
 
-def slsqp_entropy(prog: RowProgram) -> float:
+def slsqp_entropy(prog: Spec) -> float:
     """The entropy scipy's SLSQP reaches on the row's program (a feasible point's, else -inf)."""
     v, n = prog.v, prog.v.size
     cons = [{"type": "eq", "fun": lambda p: np.array([p.sum() - 1.0, v @ p])},
@@ -119,13 +140,13 @@ def rows(draw: st.DrawFn, max_noise: int = 100) -> tuple[int, PTableParams]:
     return i, PTableParams(max_noise=d, variance=variance, js=js, pstay=pstay, monotony=draw(st.booleans()))
 
 
-def solved(i: int, params: PTableParams) -> tuple[RowProgram, np.ndarray]:
+def solved(i: int, params: PTableParams) -> tuple[Spec, np.ndarray]:
+    """The judge's program and the solver's answer for row ``i`` (one solve: no relaxation)."""
     v = _deviations(i, params)
     stay = max(EPSILON, params.pstay) if params.pstay is not None else 0.0
-    prog = _program(v, params, stay)
-    answer = solve_row(prog)
+    answer = solve_row(_program(v, params, stay))
     assert answer.converged, (i, params)
-    return prog, answer.p
+    return spec(i, params), answer.p
 
 
 @settings(max_examples=80)
@@ -155,9 +176,8 @@ def test_least_variance_is_highs_lp_optimum(row: tuple[int, PTableParams]) -> No
     """The closed form that decides feasibility agrees with the LP it replaces (via solver.py),
     monotony included."""
     i, params = row
-    v = _deviations(i, params).astype(float)
-    prog = _program(v.astype(np.int64), params, 0.0)
-    n = v.size
+    prog = spec(i, params)
+    v, n = prog.v, prog.v.size
     rows_ = [np.ones(n), v]
     for k in range(prog.chain - 1):
         e = np.zeros(n)

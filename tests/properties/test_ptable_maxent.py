@@ -162,6 +162,20 @@ def test_each_row_is_the_programs_optimum(row: tuple[int, PTableParams]) -> None
     assert kkt_residual(prog, p) <= 1e-6
 
 
+@pytest.mark.parametrize("monotony", [False, True])
+@pytest.mark.parametrize(("d", "gap"), [(39, 1e-6), (42, 1e-6), (100, 1e-6), (100, 1e-4)])
+def test_rows_just_above_their_least_variance(d: int, gap: float, monotony: bool) -> None:
+    """Near the least variance nearly every target sits at eps and the dual is linear along
+    some direction: row 1 of D = 39 and 42 once ended 200 Newton steps short of the optimum."""
+    probe = PTableParams(max_noise=d, variance=1.0)
+    least = least_variance(_deviations(1, probe))
+    assert least is not None
+    params = PTableParams(max_noise=d, variance=least + gap, pstay=0.5, monotony=monotony)
+    prog, p = solved(1, params)
+    assert max(feasibility(prog, p).values()) <= 1e-10
+    assert kkt_residual(prog, p) <= 1e-6
+
+
 @settings(max_examples=40)
 @given(row=rows(max_noise=5))
 def test_small_rows_have_at_least_slsqps_entropy(row: tuple[int, PTableParams]) -> None:

@@ -18,15 +18,19 @@ maximised over ``{p >= eps, monotone chain, sum p = 1}`` in closed form:
   ``p = exp(mean t - c)``;
 * ``p_k = max(eps, exp(b_k - c))`` with ``b`` the pooled scores and ``c`` the one constant that
   makes ``sum p = 1`` (clipping the pooled solution at a common lower bound keeps it optimal:
-  a clipped block is a whole block, and its bound multiplier is the block's mean).
+  a clipped block is a whole block, and one bound multiplier, constant over the block, holds
+  its KKT conditions).
 
 The dual function ``g(y)`` is convex and continuously differentiable, with gradient
 ``(-sum v p, V - sum v^2 p, p_z - s)`` and a generalised Hessian equal to the covariance of the
 block-averaged features over the unclipped targets. :func:`solve_row` minimises it by projected
 Newton steps (``m, n >= 0``) with an Armijo line search: a handful of iterations per row, each
-linear in the number of targets. At the answer the gradient is zero (or of the right sign where
-a multiplier is zero), which is exactly primal feasibility plus complementary slackness; the
-duality gap ``g(y) - H(p)`` certifies the optimum.
+linear in the number of targets. Where nearly every target sits at ``eps`` that Hessian is
+singular and the dual linear along its null space; a step along it goes exactly to the next
+target that leaves ``eps``. At the answer the gradient is zero (or of the right sign where a
+multiplier is zero), which is exactly primal feasibility plus complementary slackness: the
+answer is the optimum, not an approximation of it (the tests check the KKT conditions with an
+independent least-squares fit of the multipliers).
 """
 
 from __future__ import annotations

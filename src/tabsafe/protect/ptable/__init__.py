@@ -5,8 +5,9 @@ One room per concern:
 * :mod:`~tabsafe.protect.ptable.params` — :class:`PTableParams`, the declared parameters of a
   generated p-table;
 * :mod:`~tabsafe.protect.ptable.maxent` — :func:`generate_ptable`, maximum entropy as R
-  *ptable* does it (the only module importing scipy, loaded on first use of
-  ``generate_ptable``);
+  *ptable* does it (loaded on first use of ``generate_ptable``);
+* :mod:`~tabsafe.protect.ptable.dual` — one row's maximum entropy program, solved exactly
+  through its dual (numpy only);
 * :mod:`~tabsafe.protect.ptable.table` — :class:`PTable`, the immutable value on numpy arrays
   (checking, look-up intervals, per-row reports);
 * :mod:`~tabsafe.protect.ptable.files` — the tabsafe CSV layout and the tau-ARGUS layout.
@@ -29,7 +30,7 @@ __all__ = ["COLUMNS", "PTable", "PTableParams", "RowReport", "generate_ptable"]
 
 
 def __getattr__(name: str) -> Any:
-    # generation needs scipy: load it when asked for, not when a p-table is only read or used
+    # generation is loaded when asked for, not when a p-table is only read or used
     if name == "generate_ptable":
         from tabsafe.protect.ptable.maxent import generate_ptable
 

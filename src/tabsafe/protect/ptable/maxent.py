@@ -1,8 +1,8 @@
-"""Generating count p-tables by maximum entropy — the only module of tabsafe importing scipy.
+"""Generating count p-tables by maximum entropy (seed 000 §5.4; Giessing 2016; METHODS.md §2).
 
 :func:`generate_ptable` builds the table as the R package *ptable* (``create_cnt_ptable``,
-default ``optim = 1``) does (seed 000 §5.4; Giessing 2016; METHODS.md §2): for each row
-``i = 1 .. i_max``, over the allowed targets ``j in [max(0, i - D), i + D] minus {1..js}``,
+default ``optim = 1``) does: for each row ``i = 1 .. i_max``, over the allowed targets
+``j in [max(0, i - D), i + D] minus {1..js}``,
 
     maximise  -sum p log p
     s.t.      sum p = 1,  sum v p = 0,  sum v^2 p <= V,  1e-8 <= p <= 1,
@@ -11,7 +11,11 @@ default ``optim = 1``) does (seed 000 §5.4; Giessing 2016; METHODS.md §2): for
               when v = 0 is an allowed target),
 
 with ``i_max = D`` when ``js = 0`` and ``D + js + 1`` otherwise; row ``i = 0`` is ``j = 0`` with
-``p = 1``. Two details follow R *ptable* so that equal parameters give equal tables:
+``p = 1``. Each row's program is solved exactly through its dual
+(:mod:`~tabsafe.protect.ptable.dual`: three multipliers, Newton steps, monotony by pooling
+adjacent violators), each row starting from the multipliers of the row before. Whether a row
+has a distribution at all is decided first, in closed form (:func:`least_variance`). Two details
+follow R *ptable* so that equal parameters give equal tables:
 
 * when ``pstay`` is given and the row's variance, rounded to 3 decimals, differs from ``V``,
   the lower bound of ``p(v=0)`` is lowered by 0.05 and the row solved again, at most 20 solves
@@ -26,20 +30,16 @@ entropy (the uniform distribution over few targets, or monotony) stays below ``V
 from __future__ import annotations
 
 import math
-import warnings
-from typing import Any
 
 import numpy as np
-from scipy.optimize import LinearConstraint, linprog, minimize
 
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
+from tabsafe.protect.ptable.dual import EPSILON, RowProgram, solve_row
 from tabsafe.protect.ptable.params import PTableParams
 from tabsafe.protect.ptable.table import COLUMNS, PTable, RowReport
 
-__all__ = ["generate_ptable"]
+__all__ = ["generate_ptable", "least_variance"]
 
-EPSILON = 1e-8
-"""Lower bound of every probability (R ptable: ``epsilon = 1 / 10^8``)."""
 PSTAY_STEP = 0.05
 """How much R ptable lowers the ``pstay`` bound per extra solve."""
 MAX_SOLVES = 20
@@ -50,7 +50,7 @@ _CHECK_TOL = 1e-9
 
 
 # --------------------------------------------------------------------------------------------
-# the optimisation, one row at a time
+# the rows' programs
 
 
 def _deviations(i: int, params: PTableParams) -> np.ndarray:
@@ -60,154 +60,53 @@ def _deviations(i: int, params: PTableParams) -> np.ndarray:
     return (j - i).astype(np.int64)
 
 
-def _monotony_matrix(v: np.ndarray, monotony: bool) -> np.ndarray | None:
-    """Rows ``p_k - p_{k+1}`` (to be ``<= 0``) for the negative side, or None."""
+def _program(v: np.ndarray, params: PTableParams, stay: float) -> RowProgram:
+    """Row ``v``'s program; monotony covers the targets ``v <= 0`` when ``v = 0`` is allowed."""
     zero = np.flatnonzero(v == 0)
-    if not monotony or zero.size == 0 or zero[0] == 0:
-        return None
-    k = int(zero[0])
-    m = np.zeros((k, v.size))
-    m[np.arange(k), np.arange(k)] = 1.0
-    m[np.arange(k), np.arange(k) + 1] = -1.0
-    return m
+    z = int(zero[0]) if zero.size else -1
+    chain = z + 1 if params.monotony and z > 0 else 0
+    return RowProgram(v.astype(float), params.variance, chain=chain, zero=z, stay=stay if z >= 0 else 0.0)
 
 
-def _min_variance(v: np.ndarray, monotony: bool) -> tuple[float, np.ndarray] | None:
-    """Smallest ``sum v^2 p`` under every constraint but the variance bound (an LP) and the
-    distribution reaching it; None if even those constraints (sum 1, mean 0, bounds,
-    monotony) cannot hold."""
-    mono = _monotony_matrix(v, monotony)
-    vf = v.astype(float)
-    res = linprog(
-        c=vf * vf,
-        A_ub=mono,
-        b_ub=None if mono is None else np.zeros(mono.shape[0]),
-        A_eq=np.vstack([np.ones(v.size), vf]),
-        b_eq=np.array([1.0, 0.0]),
-        bounds=[(EPSILON, 1.0)] * v.size,
-        method="highs",
-    )
-    if res.status != 0:
-        return None
-    return float(res.fun), np.asarray(res.x, dtype=float)
+def least_variance(v: np.ndarray) -> float | None:
+    """Smallest ``sum v^2 p`` under ``sum p = 1``, ``sum v p = 0``, ``p >= 1e-8`` and monotony;
+    None if those constraints cannot hold (METHODS.md §2's feasibility question, closed form).
 
-
-def _violation(p: np.ndarray, v: np.ndarray, variance: float, lb: np.ndarray,
-               mono: np.ndarray | None) -> float:
-    vf = v.astype(float)
-    parts = [
-        abs(p.sum() - 1.0),
-        abs(vf @ p),
-        max(0.0, vf * vf @ p - variance),
-        max(0.0, float(np.max(lb - p))),
-        max(0.0, float(np.max(p - 1.0))),
-    ]
-    if mono is not None:
-        parts.append(max(0.0, float(np.max(mono @ p))))
-    return max(parts)
-
-
-def _repair(p: np.ndarray, v: np.ndarray, variance: float, lb: np.ndarray,
-            anchor: np.ndarray | None) -> np.ndarray:
-    """Move ``p`` a hair towards the least-variance distribution ``anchor`` when the solver
-    overshot the variance bound by at most 1e-6: a convex mix keeps every linear constraint."""
-    vf = v.astype(float)
-    excess = float(vf * vf @ p) - variance
-    if anchor is None or not 0 < excess <= 1e-6 or np.any(anchor < lb):
-        return p
-    gap = float(vf * vf @ p) - float(vf * vf @ anchor)
-    if gap <= 0:
-        return p
-    t = min(1.0, excess / gap * (1.0 + 1e-6))
-    return (1.0 - t) * p + t * anchor
-
-
-def _max_entropy(
-    v: np.ndarray,
-    variance: float,
-    lb: np.ndarray,
-    monotony: bool,
-    *,
-    anchor: np.ndarray | None = None,
-    start: np.ndarray | None = None,
-) -> np.ndarray | None:
-    """Maximum entropy distribution over ``v`` (METHODS.md §2); None if no solver converged.
-
-    ``anchor`` is a feasible distribution of smaller variance used to repair a tiny overshoot
-    of the variance bound; ``start`` a starting point (the uniform distribution by default).
+    Write ``p = eps + r`` with ``r >= 0``: ``r`` carries mass ``R = 1 - n eps`` with mean
+    ``t = -eps sum v / R``. As ``v^2`` is convex, the least second moment of a distribution with
+    mean ``t`` puts its mass on the two allowed values next to ``t`` (one, if ``t`` is allowed).
+    Monotony never binds there: ``|t| < 1/2`` (n <= 201, |v| <= 100), so the mass left of 0 sits
+    on the one target next to 0 and is smaller than the mass on 0.
     """
-    vf = v.astype(float)
-    n = v.size
-    mono = _monotony_matrix(v, monotony)
-
-    def objective(p: np.ndarray) -> float:
-        return float(np.sum(p * np.log(p)))
-
-    def gradient(p: np.ndarray) -> np.ndarray:
-        return np.log(p) + 1.0
-
-    bounds = list(zip(lb.tolist(), [1.0] * n))
-    x0 = np.full(n, 1.0 / n) if start is None else start
-    x0 = np.clip(x0, lb, 1.0)
-    constraints: list[dict[str, Any]] = [
-        {
-            "type": "eq",
-            "fun": lambda p: np.array([p.sum() - 1.0, vf @ p]),
-            "jac": lambda p: np.vstack([np.ones(n), vf]),
-        },
-        {
-            "type": "ineq",
-            "fun": lambda p: np.array([variance - (vf * vf) @ p]),
-            "jac": lambda p: -(vf * vf)[None, :],
-        },
-    ]
-    if mono is not None:
-        constraints.append({"type": "ineq", "fun": lambda p: -mono @ p, "jac": lambda p: -mono})
-    for ftol in (1e-15, 1e-11):
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            # SLSQP may stop with "positive directional derivative" once it cannot improve at
-            # this ftol; the result is judged by its constraint violation, not by that flag.
-            res = minimize(
-                objective, x0, jac=gradient, bounds=bounds, constraints=constraints,
-                method="SLSQP", options={"ftol": ftol, "maxiter": 2000},
-            )
-        p = _repair(np.clip(res.x, lb, 1.0), v, variance, lb, anchor)
-        if _violation(p, v, variance, lb, mono) <= _CHECK_TOL:
-            return p
-    # a slower interior-point fallback for rows SLSQP cannot settle
-    lin = [
-        LinearConstraint(np.vstack([np.ones(n), vf]), [1.0, 0.0], [1.0, 0.0]),
-        LinearConstraint((vf * vf)[None, :], -np.inf, variance),
-    ]
-    if mono is not None:
-        lin.append(LinearConstraint(mono, -np.inf, 0.0))
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        res = minimize(
-            objective, x0, jac=gradient, hess=lambda p: np.diag(1.0 / p), bounds=bounds,
-            constraints=lin, method="trust-constr",
-            options={"gtol": 1e-12, "xtol": 1e-14, "barrier_tol": 1e-12, "maxiter": 5000},
-        )
-    p = _repair(np.clip(res.x, lb, 1.0), v, variance, lb, anchor)
-    if _violation(p, v, variance, lb, mono) <= 1e-7:
-        return p
-    return None
+    vf = np.asarray(v, dtype=float)
+    if vf.size == 1:
+        return 0.0 if vf[0] == 0 else None
+    rest = 1.0 - vf.size * EPSILON
+    t = -EPSILON * float(vf.sum()) / rest
+    if not vf[0] < t < vf[-1] and t not in vf:
+        return None
+    k = int(np.searchsorted(vf, t, side="left"))
+    if vf[k] == t:
+        second = t * t
+    else:
+        a, b = float(vf[k - 1]), float(vf[k])
+        second = t * (a + b) - a * b
+    return EPSILON * float(vf @ vf) + rest * second
 
 
 def _fmt(x: float) -> str:
     return f"{x:.6g}"
 
 
-def _least_variance(i: int, v: np.ndarray, params: PTableParams) -> np.ndarray:
-    """The least-variance distribution of row ``i``; raises a one-line MethodError naming the
-    row, the failing constraint and the nearest feasible ``V`` if the row is infeasible."""
+def _check_feasible(i: int, v: np.ndarray, params: PTableParams) -> None:
+    """Raise a one-line MethodError naming the row, the failing constraint and the nearest
+    feasible ``V`` if row ``i`` has no distribution (METHODS.md §2)."""
     blocked = f"values 1..{params.js} blocked" if params.js else "no value blocked"
     # every target carries at least 1e-8, so a row needs targets on both sides of i (or only
-    # i itself); the LP's feasibility tolerance is too coarse to see this
+    # i itself)
     one_sided = bool(np.any(v > 0)) != bool(np.any(v < 0))
-    least = None if one_sided else _min_variance(v, params.monotony)
-    if least is None:
+    vmin = None if one_sided else least_variance(v)
+    if vmin is None:
         raise MethodError(
             f"row i={i}: zero mean is impossible with targets j in {sorted((v + i).tolist())} "
             f"({blocked}, D={params.max_noise})",
@@ -215,7 +114,6 @@ def _least_variance(i: int, v: np.ndarray, params: PTableParams) -> np.ndarray:
             suggestions=(Suggestion(f"{param('max_noise')} must be at least {param('js')} + 1 = {params.js + 1}"),),
             where="generate_ptable",
         )
-    vmin = least[0]
     if params.variance <= vmin + _CHECK_TOL:
         raise MethodError(
             f"row i={i}: variance bound sum v^2 p <= V={_fmt(params.variance)} cannot hold "
@@ -224,44 +122,86 @@ def _least_variance(i: int, v: np.ndarray, params: PTableParams) -> np.ndarray:
             suggestions=(Suggestion(f"nearest feasible V: any {param('variance')} > {_fmt(vmin)}"),),
             where="generate_ptable",
         )
-    return least[1]
 
 
-def _solve_row(i: int, params: PTableParams) -> tuple[np.ndarray, np.ndarray, float, int]:
-    """Deviations, probabilities, final ``pstay`` bound (NaN if none) and solve count of row i."""
+def _largest_stay(prog: RowProgram) -> float:
+    """The largest ``p(v=0)`` the row's constraints allow (an LP through :mod:`tabsafe.solver`):
+    what a ``pstay`` bound that cannot hold is measured against."""
+    # only a failed solve asks this: HiGHS (and scipy.sparse) load then, not for every table
+    import scipy.sparse as sp
+
+    from tabsafe.solver import LinearProgram, solve
+
+    n = prog.v.size
+    rows = [np.ones(n), prog.v, prog.q]
+    lower, upper = [1.0, 0.0, -math.inf], [1.0, 0.0, prog.variance]
+    for k in range(prog.chain - 1):
+        step = np.zeros(n)
+        step[k], step[k + 1] = 1.0, -1.0
+        rows.append(step)
+        lower.append(-math.inf)
+        upper.append(0.0)
+    c = np.zeros(n)
+    c[prog.zero] = 1.0
+    lp = LinearProgram(c, sp.csr_matrix(np.vstack(rows)), np.array(lower), np.array(upper),
+                       np.full(n, EPSILON), np.ones(n), maximize=True)
+    sol = solve(lp)
+    return float(sol.objective) if sol.status == "optimal" and sol.objective is not None else 0.0
+
+
+def _not_solved(i: int, prog: RowProgram) -> MethodError:
+    """The error of a row whose solve did not converge: a ``pstay`` bound above what the row
+    allows (said with the largest it allows), or else the solver's failure."""
+    if prog.bounded_stay:
+        top = _largest_stay(prog)
+        if prog.stay > top - _CHECK_TOL:
+            return MethodError(
+                f"row i={i}: p(v=0) >= pstay={prog.stay:.10g} cannot hold with zero mean, "
+                f"variance <= V={_fmt(prog.variance)} and every other target at least {EPSILON:g} "
+                f"(p(v=0) is at most {top:.8f})",
+                reason=Reason.INFEASIBLE,
+                suggestions=(Suggestion(f"give {param('pstay')} below {top:.8f}"),),
+                where="generate_ptable",
+            )
+    return MethodError(
+        f"row i={i}: the maximum entropy solver did not converge",
+        reason=Reason.NOT_FOUND,
+        suggestions=(Suggestion(f"try a slightly larger {param('variance')} than {_fmt(prog.variance)}"),),
+        where="generate_ptable",
+    )
+
+
+def _solve_row(i: int, params: PTableParams,
+               start: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, float, int, np.ndarray]:
+    """Deviations, probabilities, final ``pstay`` bound (NaN if none), solve count and the
+    multipliers of row ``i`` (R ptable's ``pstay`` relaxation: module docstring)."""
     v = _deviations(i, params)
-    anchor = _least_variance(i, v, params)
-    lb = np.full(v.size, EPSILON)
-    zero = np.flatnonzero(v == 0)
-    has_stay = params.pstay is not None and zero.size == 1
-    if has_stay:
-        lb[zero[0]] = max(EPSILON, float(params.pstay))  # type: ignore[arg-type]
+    _check_feasible(i, v, params)
+    has_stay = params.pstay is not None and bool(np.any(v == 0))
+    stay = max(EPSILON, float(params.pstay)) if has_stay else 0.0  # type: ignore[arg-type]
     blocked_row = 1 <= i <= params.js
-    p: np.ndarray | None = None
+    y = start
     solves = 0
     while True:
         solves += 1
-        p = _max_entropy(v, params.variance, lb, params.monotony, anchor=anchor, start=p)
-        if p is None:
-            raise MethodError(
-                f"row i={i}: the maximum entropy solver did not converge",
-                reason=Reason.NOT_FOUND,
-                suggestions=(Suggestion(f"try a slightly larger {param('variance')} than {_fmt(params.variance)}"),),
-                where="generate_ptable",
-            )
-        reached = round(float((v.astype(float) ** 2) @ p), 3)
+        prog = _program(v, params, stay)
+        answer = solve_row(prog, y)
+        if not answer.converged:
+            raise _not_solved(i, prog)
+        p, y = answer.p, answer.y
+        reached = round(float(prog.q @ p), 3)
         if blocked_row or reached == params.variance or solves >= MAX_SOLVES:
             break
-        if not has_stay or lb[zero[0]] <= EPSILON or p[zero[0]] > lb[zero[0]] + 1e-7:
+        if not has_stay or stay <= EPSILON or p[prog.zero] > stay + 1e-7:
             # the bound no longer binds, so R ptable's remaining solves (up to its 20th) would
             # return this very solution: count them, and lower the bound as R does, unsolved
             if has_stay:
-                lb[zero[0]] = max(EPSILON, lb[zero[0]] - PSTAY_STEP * (MAX_SOLVES - solves))
+                stay = max(EPSILON, stay - PSTAY_STEP * (MAX_SOLVES - solves))
             solves = MAX_SOLVES
             break
-        lb[zero[0]] = max(EPSILON, lb[zero[0]] - PSTAY_STEP)
-    bound = float(lb[zero[0]]) if has_stay else math.nan
-    return v, p, bound, solves
+        stay = max(EPSILON, stay - PSTAY_STEP)
+    bound = stay if has_stay else math.nan
+    return v, p, bound, solves, y
 
 
 def _row_block(i: int, v: np.ndarray, p: np.ndarray) -> dict[str, np.ndarray]:
@@ -316,8 +256,10 @@ def generate_ptable(params: PTableParams) -> PTable:
     first = _row_block(0, np.array([0], dtype=np.int64), np.array([1.0]))
     blocks = [first]
     reports = [_report(0, first, math.nan, 0)]
+    y = None
     for i in range(1, params.i_max + 1):
-        v, p, bound, count = _solve_row(i, params)
+        # each row starts from the multipliers of the row before: neighbouring rows differ little
+        v, p, bound, count, y = _solve_row(i, params, y)
         block = _row_block(i, v, p)
         blocks.append(block)
         reports.append(_report(i, block, bound, count))

@@ -204,7 +204,10 @@ def _problem(c: Contributions, table: Table, primary: np.ndarray, forced: np.nda
     """The secondary suppression problem of the magnitude grid (module docstring, step 2)."""
     # every empty cell is published, so the additive tables an intruder cannot rule out are spanned
     # by the inner cells with contributors (``support_basis`` reads ``count``, the contributors)
-    system = CellSystem(np.asarray(c.value, dtype=np.float64), sp.csr_matrix(table.additivity()),
+    # in units of a thousandth of the largest value (the solver's tolerances are absolute; see
+    # :func:`~tabsafe.risk.contributor_audit.contributor_audit`)
+    scale = max(1.0, float(np.abs(c.value).max(initial=0.0))) / 1000.0
+    system = CellSystem(np.asarray(c.value, dtype=np.float64) / scale, sp.csr_matrix(table.additivity()),
                         np.asarray(table.leaf_mask), lambda _zeros: support_basis(table),
                         lambda i: cell_name(table, i), table)
     base = Settings(mode=settings.mode, zeros=ZeroPolicy.SAFE, protection_level=1.0,
@@ -212,7 +215,7 @@ def _problem(c: Contributions, table: Table, primary: np.ndarray, forced: np.nda
     problem = Problem.build(system, primary, base)
     # a primary cell with no level (a frequency rule at range 0) must still not be exact
     floor = np.maximum(1e-3, 1e-6 * np.abs(c.value))
-    required = np.where(primary, np.maximum(upper + lower, floor), 0.0)
+    required = np.where(primary, np.maximum(upper + lower, floor), 0.0) / scale
     bound = -math.inf if c.negative else 0.0
     return replace(problem, forced=forced & ~primary, lower=np.full(c.n_cells, bound), required=required,
                    cost=np.where(problem.hidden, 0.0, cost))
@@ -257,7 +260,7 @@ def _audit_loop(problem: Problem, pattern: np.ndarray, attack: Contributions, up
         else:
             chosen = intruders_of(attack, pattern, problem.primary, scope=settings.intruders,
                                   coalitions=settings.coalitions)
-        audit = contributor_audit(problem.A, problem.values, pattern, attack, primary=problem.primary,
+        audit = contributor_audit(problem.A, attack.value, pattern, attack, primary=problem.primary,
                                   upper=upper, lower=lower, intruders=chosen, lower_bound=lb)
         if audit.passed:
             return pattern, audit, rounds

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -342,13 +342,17 @@ def contributor_audit(
     primary = np.asarray(primary, dtype=bool) & suppressed
     if lower_bound is None:
         lower_bound = -math.inf if c.negative else 0.0
-    lb = np.broadcast_to(np.asarray(lower_bound, dtype=np.float64), (n,)).copy()
-    upl = np.asarray(upper, dtype=np.float64)
-    lpl = np.asarray(lower, dtype=np.float64)
+    # the programs run in units of a thousandth of the largest value: sums of decimal magnitudes
+    # are additive only to about 1e-16 of their size, and the solver's tolerances are absolute
+    scale = max(1.0, float(np.abs(values[np.isfinite(values)]).max(initial=0.0))) / 1000.0
+    values = values / scale
+    lb = np.broadcast_to(np.asarray(lower_bound, dtype=np.float64), (n,)) / scale
+    upl = np.asarray(upper, dtype=np.float64) / scale
+    lpl = np.asarray(lower, dtype=np.float64) / scale
     intruders = list(intruders_of(c, suppressed, primary) if intruders is None else intruders)
     comps, public, programs = _public(A, values, suppressed, lb, primary, upl, lpl)
     public_intruder = Intruder(())
-    findings = [Finding(public_intruder, p, side, bound, need,
+    findings = [Finding(public_intruder, p, side, bound * scale, need * scale,
                         _holders(A, rows, p, values - lb, suppressed, side, ext))
                 for p, side, bound, need, ext, rows in public]
     failed_public = {(f.cell, f.side) for f in findings}
@@ -361,6 +365,9 @@ def contributor_audit(
         cells, own, held = know.of(intruder)
         keep = suppressed[cells]
         cells, own, held = cells[keep], own[keep], held[keep]
+        # a contribution known to the intruder (a hair less: it is a float sum of the same
+        # contributions as the cell's value, in another order)
+        own = own / scale - 1e-9
         if c.negative:
             own = np.full(own.size, -math.inf)  # a contribution says nothing of the others' sum
         for k in np.unique(comp_of[cells]).tolist():
@@ -377,6 +384,6 @@ def contributor_audit(
                     todo.append((p, side))
             if todo:
                 found, solved = _attack(A, values, suppressed, lb, comp, kc, ko, kh, todo, upl, lpl, intruder)
-                findings += found
+                findings += [replace(f, bound=f.bound * scale, need=f.need * scale) for f in found]
                 programs += solved
     return ContributorAudit(tuple(findings), len(intruders), programs, witnessed)

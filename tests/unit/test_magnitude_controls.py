@@ -121,3 +121,18 @@ def test_bad_rules_and_controls_are_refused(table) -> None:
         Controls.from_cells(table, {(("a", "x"),): {"status": "secret"}})
     with pytest.raises(InputError, match="must be one of value, frequency"):
         MagnitudeSettings(cost="distance")
+
+
+def test_synth_business_writes_a_register_that_reruns_from_its_seed(tmp_path) -> None:
+    from tabsafe.cli import main
+
+    for name in ("a", "b"):
+        assert main(["synth", "--business", "60", "--seed", "4", "--out", str(tmp_path / name), "--quiet"]) == 0
+    a = pd.read_parquet(tmp_path / "a" / "enterprises.parquet")
+    b = pd.read_parquet(tmp_path / "b" / "enterprises.parquet")
+    assert len(a) == 60 and a.equals(b)
+    assert set(a.columns) >= {"enterprise", "holding", "activity", "region", "size", "turnover", "weight"}
+    assert (tmp_path / "a" / "hierarchies" / "activity.hrc").is_file()
+    c = contributions(a, ["activity", "region", "size"], value="turnover", contributor="enterprise",
+                      holding="holding", hierarchies=__import__("tabsafe.synth_business").synth_business.business_hierarchies())
+    assert c.value[0] == pytest.approx(a["turnover"].sum())

@@ -42,7 +42,7 @@ from tabsafe.model.table import Table
 from tabsafe.protect.suppression.elimination import support_basis
 from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings, ZeroPolicy, cell_name
 from tabsafe.protect.suppression.secondary import suppress_problem
-from tabsafe.risk.contributor_audit import ContributorAudit, Intruder, contributor_audit, intruders_of
+from tabsafe.risk.contributor_audit import Auditor, ContributorAudit, Intruder, intruders_of
 from tabsafe.risk.dominance import DominanceAssessment, DominanceRules, assess_dominance
 
 __all__ = ["COSTS", "STATUSES", "Controls", "MagnitudeResult", "MagnitudeSettings", "protect_magnitudes"]
@@ -252,16 +252,17 @@ def _repair(problem: Problem, suppressed: np.ndarray, audit: ContributorAudit, c
 
 def _audit_loop(problem: Problem, pattern: np.ndarray, attack: Contributions, upper: np.ndarray,
                 lower: np.ndarray, settings: MagnitudeSettings) -> tuple[np.ndarray, ContributorAudit, int]:
-    """Audit from every intruder's point of view and repair until it passes (module docstring)."""
-    lb = problem.lower
+    """Audit from every intruder's point of view and repair until it passes (module docstring);
+    each round audits only what the last left open (:class:`~tabsafe.risk.contributor_audit.Auditor`)."""
+    primary = problem.primary
+    auditor = Auditor(problem.A, attack.value, attack, primary=primary, upper=upper, lower=lower,
+                      lower_bound=problem.lower)
     for rounds in range(MAX_ROUNDS):
         if settings.intruders == "none":
             chosen = [Intruder(())]
         else:
-            chosen = intruders_of(attack, pattern, problem.primary, scope=settings.intruders,
-                                  coalitions=settings.coalitions)
-        audit = contributor_audit(problem.A, attack.value, pattern, attack, primary=problem.primary,
-                                  upper=upper, lower=lower, intruders=chosen, lower_bound=lb)
+            chosen = intruders_of(attack, pattern, primary, scope=settings.intruders, coalitions=settings.coalitions)
+        audit = auditor.audit(pattern, chosen)
         if audit.passed:
             return pattern, audit, rounds
         pattern = pattern | _repair(problem, pattern, audit, attack)

@@ -26,8 +26,8 @@ a cell it knows below its own contribution (or at all, for a cell it knows exact
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
@@ -36,7 +36,7 @@ from tabsafe.model.contributions import Contributions
 from tabsafe.risk.intervals import capacity, independent_parts
 from tabsafe.solver import Extreme, ExtremeSolver
 
-__all__ = ["ContributorAudit", "Finding", "Intruder", "contributor_audit", "intruders_of"]
+__all__ = ["Auditor", "ContributorAudit", "Finding", "Intruder", "contributor_audit", "intruders_of"]
 
 _TOL = 1e-6
 
@@ -122,17 +122,6 @@ def intruders_of(c: Contributions, suppressed: np.ndarray, primary: np.ndarray, 
     return out
 
 
-@dataclass(eq=False)
-class _Component:
-    """One independent part of the suppressed cells: its cells, rows and the public witnesses."""
-
-    cells: np.ndarray  # grid ids
-    rows: np.ndarray  # global relation rows
-    targets: np.ndarray  # grid ids of its primary cells
-    up: dict[int, np.ndarray | None]  # target -> the move (over ``cells``) to its public maximum
-    down: dict[int, np.ndarray | None]  # … to its public minimum (None: no finite witness)
-
-
 class _Knowledge:
     """Per intruder: its own contribution to each cell and the cells it knows exactly."""
 
@@ -155,6 +144,35 @@ class _Knowledge:
         return cells, own, held
 
 
+@dataclass(frozen=True, eq=False)
+class _Witness:
+    """A move from the true table to a table the public cannot rule out (on ``cells``, sorted)."""
+
+    cells: np.ndarray
+    move: np.ndarray
+    span: float  # the move at the target
+
+    def holds_for(self, shift: float, kcells: np.ndarray, own: np.ndarray, held: np.ndarray,
+                  values: np.ndarray) -> bool:
+        """Whether the true table moved along this witness just far enough to shift the target
+        by ``shift`` is a table the intruder cannot rule out either (a convex combination of two
+        tables the public cannot rule out: feasible for the public; the intruder's own
+        contributions and exactly known cells are its only further constraints)."""
+        if abs(shift) <= _TOL:
+            return True
+        lam = shift / self.span if abs(self.span) > _TOL else -1.0
+        if not 0 <= lam <= 1 + 1e-9:
+            return False
+        if self.cells.size == 0:
+            return True
+        pos = np.minimum(np.searchsorted(self.cells, kcells), self.cells.size - 1)
+        on = self.cells[pos] == kcells
+        at = np.where(on, lam * self.move[pos], 0.0)
+        if np.any(np.abs(at[held]) > _TOL):
+            return False
+        return bool(np.all(values[kcells] + at >= own - _TOL))
+
+
 def _system(A: sp.csr_matrix, values: np.ndarray, cols: np.ndarray, rows: np.ndarray,
             known: np.ndarray) -> tuple[sp.csr_matrix, np.ndarray]:
     """The relations ``rows`` over the unknown cells ``cols`` with every other cell at its value
@@ -162,52 +180,6 @@ def _system(A: sp.csr_matrix, values: np.ndarray, cols: np.ndarray, rows: np.nda
     sub = A[rows]
     b = -(sub[:, np.flatnonzero(known)] @ values[known]) if known.any() else np.zeros(rows.size)
     return sp.csr_matrix(sub[:, cols]), b
-
-
-def _public(A: sp.csr_matrix, values: np.ndarray, suppressed: np.ndarray, lb: np.ndarray,
-            primary: np.ndarray, upl: np.ndarray, lpl: np.ndarray) -> tuple[list[_Component], list[tuple], int]:
-    """The public pass: components, public findings and witnesses. Returns (components, public
-    narrow (cell, side, bound, need, extreme, rows) tuples, programs solved)."""
-    S = np.flatnonzero(suppressed)
-    A_S = sp.csc_matrix(A[:, S])
-    rows_all = np.flatnonzero(np.diff(sp.csr_matrix(A_S).indptr))
-    A_S = sp.csr_matrix(A_S[rows_all])
-    comps: list[_Component] = []
-    narrow: list[tuple] = []
-    programs = 0
-    for cols, crow in independent_parts(A_S):
-        cells = S[cols]
-        targets = cells[primary[cells]]
-        comp = _Component(cells, rows_all[crow], targets, {}, {})
-        comps.append(comp)
-        if targets.size == 0:
-            continue
-        if crow.size == 0:  # cells in no relation: unbounded above, held below by their bound
-            for p in targets.tolist():
-                comp.up[p] = None
-                comp.down[p] = None
-                if lb[p] > values[p] - lpl[p] + _TOL:
-                    narrow.append((p, "lower", lb[p], values[p] - lpl[p], None, comp.rows))
-            continue
-        sub, b = _system(A, values, cells, comp.rows, ~suppressed)
-        solver = ExtremeSolver(sub, b, lb[cells], np.full(cells.size, math.inf))
-        local = {int(g): i for i, g in enumerate(cells.tolist())}
-        for p in targets.tolist():
-            i = local[p]
-            for side, maximize, need in (("upper", True, values[p] + upl[p]), ("lower", False, values[p] - lpl[p])):
-                if not maximize and values[p] <= lb[p] and need < lb[p] - _TOL:
-                    narrow.append((p, side, lb[p], need, None, comp.rows))
-                    (comp.down)[p] = None
-                    continue
-                ext = solver.extreme(i, maximize=maximize)
-                programs += 1
-                reach = ext.value >= need - _TOL if maximize else ext.value <= need + _TOL
-                # unbounded: no finite witness, the intruders get programs
-                move = None if ext.x is None else ext.x - values[cells]
-                (comp.up if maximize else comp.down)[p] = move if reach else None
-                if not reach:
-                    narrow.append((p, side, ext.value, need, ext, comp.rows))
-    return comps, narrow, programs
 
 
 def _holders(A: sp.csr_matrix, rows: np.ndarray, cell: int, room: np.ndarray, hidden: np.ndarray,
@@ -220,91 +192,210 @@ def _holders(A: sp.csr_matrix, rows: np.ndarray, cell: int, room: np.ndarray, hi
     return idx[~hidden[idx]]
 
 
-def _witnessed(move: np.ndarray | None, values: np.ndarray, cells: np.ndarray, local: np.ndarray,
-               own: np.ndarray, held: np.ndarray, at_p: int, shift: float) -> bool:
-    """Whether the true table moved along the public extreme ``move`` just far enough to shift
-    cell ``at_p`` (its index in ``cells``) by ``shift`` is a table the intruder cannot rule out
-    either (a convex combination of two tables the public cannot rule out)."""
-    if move is None:
-        return False
-    span = move[at_p]
-    if abs(shift) <= _TOL:
-        return True
-    if abs(span) <= _TOL or shift / span < 0 or shift / span > 1 + 1e-9:
-        return False
-    at = (shift / span) * move[local]
-    if np.any(np.abs(at[held]) > _TOL):
-        return False
-    return bool(np.all(values[cells[local]] + at >= own - _TOL))
+def _reached(side: str, value: float, need: float) -> bool:
+    return value >= need - _TOL if side == "upper" else value <= need + _TOL
 
 
-def _components_of(comps: Sequence[_Component], n: int) -> np.ndarray:
-    comp_of = np.full(n, -1, dtype=np.int64)
-    for k, comp in enumerate(comps):
-        comp_of[comp.cells] = k
-    return comp_of
+class _Program:
+    """The interval programs of one component as one intruder sees it, warm-started; every
+    optimal point found is kept to settle other checks (module docstring)."""
+
+    def __init__(self, auditor: Auditor, cells: np.ndarray, rows: np.ndarray, known: np.ndarray,
+                 lb: np.ndarray) -> None:
+        self.cols = cells[~known[cells]]
+        self.rows = rows
+        sub, b = _system(auditor.A, auditor.values, self.cols, rows, known)
+        self.solver = ExtremeSolver(sub, b, lb[self.cols], np.full(self.cols.size, math.inf))
+        self.local = {int(g): i for i, g in enumerate(self.cols.tolist())}
+        self.points: list[np.ndarray] = []
+        self.base = auditor.values[self.cols]
+
+    def seen(self, p: int, side: str, need: float) -> np.ndarray | None:
+        """A kept point that already reaches ``need`` at ``p``, if any."""
+        i = self.local[p]
+        for x in self.points:
+            if _reached(side, x[i], need):
+                return x
+        return None
+
+    def extreme(self, p: int, side: str) -> Extreme:
+        ext = self.solver.extreme(self.local[p], maximize=side == "upper")
+        if ext.x is not None:
+            self.points.append(ext.x)
+        return ext
+
+    def push(self, targets: list[tuple[int, str]]) -> None:
+        """One program pushing all ``targets`` their way at once (a point for many checks)."""
+        cost = np.zeros(self.cols.size)
+        for p, side in targets:
+            cost[self.local[p]] += 1.0 if side == "upper" else -1.0
+        if not cost.any():
+            return
+        ext = self.solver.optimum(cost, maximize=True)
+        if ext.x is not None:
+            self.points.append(ext.x)
 
 
-def _needs(values: np.ndarray, upl: np.ndarray, lpl: np.ndarray, p: int, own_p: float) -> tuple[float, float]:
-    """The bounds an intruder's interval of ``p`` must reach: ``value + upper level`` and
-    ``value − lower level``, the latter never below the intruder's own contribution to ``p``:
-    knowing the cell is at least what it gave itself tells nothing of the others."""
-    return values[p] + upl[p], values[p] - min(lpl[p], max(values[p] - own_p, 0.0))
+class Auditor:
+    """The contributor audit of a growing pattern (a repair loop adds cells between audits).
+
+    A check that passes stays passed: hiding more cells only widens every interval, for the
+    public and for every intruder (a table feasible under a pattern stays feasible under a
+    larger one). So each (intruder, cell, side) is settled once, and public witnesses found for
+    one pattern serve all larger ones. Not a value: it lives in one suppression run.
+    """
+
+    def __init__(self, A: sp.spmatrix, values: np.ndarray, c: Contributions, *, primary: np.ndarray,
+                 upper: np.ndarray, lower: np.ndarray, lower_bound: np.ndarray | float | None = None) -> None:
+        self.A = sp.csr_matrix(A)
+        n = self.A.shape[1]
+        values = np.asarray(values, dtype=np.float64)
+        # the programs run in units of a thousandth of the largest value: sums of decimal
+        # magnitudes are additive only to about 1e-16 of their size, and the solver's
+        # tolerances are absolute
+        self.scale = max(1.0, float(np.abs(values[np.isfinite(values)]).max(initial=0.0))) / 1000.0
+        self.values = values / self.scale
+        if lower_bound is None:
+            lower_bound = -math.inf if c.negative else 0.0
+        self.lb = np.broadcast_to(np.asarray(lower_bound, dtype=np.float64), (n,)) / self.scale
+        self.upl = np.asarray(upper, dtype=np.float64) / self.scale
+        self.lpl = np.asarray(lower, dtype=np.float64) / self.scale
+        self.primary = np.asarray(primary, dtype=bool)
+        self.c = c
+        self.know = _Knowledge(c)
+        self.witness: dict[tuple[int, str], _Witness] = {}
+        self.settled: set[tuple[tuple[int, ...], int, str]] = set()
+        self.programs = 0
+        self.witnessed = 0
+
+    def needs(self, p: int, own_p: float) -> tuple[float, float]:
+        """The bounds an interval of ``p`` must reach: ``value + upper level`` and ``value −
+        lower level``, the latter never below the intruder's own contribution to ``p`` (knowing
+        the cell is at least what it gave itself tells nothing of the others)."""
+        v = self.values[p]
+        return v + self.upl[p], v - min(self.lpl[p], max(v - own_p, 0.0))
+
+    def audit(self, suppressed: np.ndarray, intruders: Sequence[Intruder]) -> ContributorAudit:
+        """Findings of every unsettled (intruder, primary cell, side) under ``suppressed``."""
+        suppressed = np.asarray(suppressed, dtype=bool)
+        comps = _components(self.A, suppressed)
+        comp_of = np.full(suppressed.size, -1, dtype=np.int64)
+        for k, (cells, _rows) in enumerate(comps):
+            comp_of[cells] = k
+        findings = self._public(suppressed, comps)
+        failed = {(f.cell, f.side) for f in findings}
+        for intruder in intruders:
+            if intruder.units:
+                findings += self._intruder(intruder, suppressed, comps, comp_of, failed)
+        return ContributorAudit(tuple(findings), len(intruders), self.programs, self.witnessed)
+
+    def _public(self, suppressed: np.ndarray, comps: list[tuple[np.ndarray, np.ndarray]]) -> list[Finding]:
+        findings: list[Finding] = []
+        public = Intruder(())
+        for cells, rows in comps:
+            todo = [(p, side) for p in cells[self.primary[cells]].tolist() for side in ("upper", "lower")
+                    if ((), p, side) not in self.settled]
+            if not todo:
+                continue
+            prog = _Program(self, cells, rows, ~suppressed, self.lb) if rows.size else None
+            if prog is not None and len(todo) > 8:
+                prog.push([t for t in todo if t[1] == "upper"])
+                prog.push([t for t in todo if t[1] == "lower"])
+            for p, side in todo:
+                need = self.needs(p, -math.inf)[0 if side == "upper" else 1]
+                found = self._check(prog, p, side, need, public, suppressed, self.lb)
+                if found is None:
+                    self.settled.add(((), p, side))
+                else:
+                    findings.append(found)
+        return findings
+
+    def _check(self, prog: _Program | None, p: int, side: str, need: float, intruder: Intruder,
+               suppressed: np.ndarray, lb: np.ndarray) -> Finding | None:
+        """One (intruder, cell, side) by program: None when it passes (a public pass keeps its
+        witness), else the finding with its holders."""
+        if prog is None:  # a cell in no relation: unbounded above, held below by its bound
+            ok = side == "upper" or lb[p] <= need + _TOL
+            return None if ok else Finding(intruder, p, side, lb[p] * self.scale, need * self.scale)
+        x = prog.seen(p, side, need)
+        if x is None:
+            ext = prog.extreme(p, side)
+            self.programs += 1
+            if not _reached(side, ext.value, need):
+                room = self.values - lb
+                hidden = np.zeros(suppressed.size, dtype=bool)
+                hidden[prog.cols] = True
+                return Finding(intruder, p, side, ext.value * self.scale, need * self.scale,
+                               _holders(self.A, prog.rows, p, room, hidden, side, ext))
+            x = ext.x
+        if not intruder.units and x is not None:
+            move = x - prog.base
+            self.witness[(p, side)] = _Witness(prog.cols, move, float(move[prog.local[p]]))
+        return None
+
+    def _intruder(self, intruder: Intruder, suppressed: np.ndarray, comps: list[tuple[np.ndarray, np.ndarray]],
+                  comp_of: np.ndarray, failed: set[tuple[int, str]]) -> list[Finding]:
+        cells, own, held = self.know.of(intruder)
+        keep = suppressed[cells]
+        # a contribution known to the intruder (a hair less: it is a float sum of the same
+        # contributions as the cell's value, in another order)
+        cells, own, held = cells[keep], own[keep] / self.scale - 1e-9, held[keep]
+        if self.c.negative:
+            own = np.full(own.size, -math.inf)  # a contribution says nothing of the others' sum
+        findings: list[Finding] = []
+        for k in np.unique(comp_of[cells]).tolist():
+            ccells, rows = comps[k]
+            inside = comp_of[cells] == k
+            kc, ko, kh = cells[inside], own[inside], held[inside]
+            todo = self._unsettled(intruder, ccells, kc, ko, kh, failed)
+            if not todo:
+                continue
+            known = ~suppressed
+            known[kc[kh]] = True
+            lb = self.lb.copy()
+            lb[kc] = np.maximum(lb[kc], ko)
+            prog = _Program(self, ccells, rows, known, lb) if rows.size else None
+            if prog is not None and len(todo) > 8:
+                prog.push([(p, s) for p, s, _ in todo])
+            for p, side, need in todo:
+                found = self._check(prog, p, side, need, intruder, suppressed, lb)
+                if found is None:
+                    self.settled.add((intruder.units, p, side))
+                else:
+                    findings.append(found)
+        return findings
+
+    def _unsettled(self, intruder: Intruder, ccells: np.ndarray, kc: np.ndarray, ko: np.ndarray, kh: np.ndarray,
+                   failed: set[tuple[int, str]]) -> list[tuple[int, str, float]]:
+        """The (cell, side, need) of a component the intruder's checks leave open: not settled
+        before, not a public finding already, not settled by a public witness."""
+        own_at = dict(zip(kc.tolist(), ko.tolist()))
+        held_cells = set(kc[kh].tolist())
+        todo = []
+        for p in ccells[self.primary[ccells]].tolist():
+            if p in held_cells:
+                continue
+            up, down = self.needs(p, own_at.get(p, -math.inf))
+            for side, need in (("upper", up), ("lower", down)):
+                key = (intruder.units, p, side)
+                if key in self.settled or (p, side) in failed:
+                    continue
+                w = self.witness.get((p, side))
+                if w is not None and w.holds_for(need - self.values[p], kc, ko, kh, self.values):
+                    self.witnessed += 1
+                    self.settled.add(key)
+                else:
+                    todo.append((p, side, need))
+        return todo
 
 
-def _intruder_checks(comp: _Component, values: np.ndarray, upl: np.ndarray, lpl: np.ndarray,
-                     kcells: np.ndarray, own: np.ndarray, held: np.ndarray) -> Iterator[tuple[int, str, bool]]:
-    """(target, side, witnessed) for the targets of ``comp`` the intruder does not hold alone."""
-    local = np.searchsorted(comp.cells, kcells)  # a component's cells are sorted grid ids
-    held_cells = set(kcells[held].tolist())
-    own_at = dict(zip(kcells.tolist(), own.tolist()))
-    for p in comp.targets.tolist():
-        if p in held_cells:
-            continue
-        i = int(np.searchsorted(comp.cells, p))
-        up, down = _needs(values, upl, lpl, p, own_at.get(p, 0.0))
-        for side, moves, need in (("upper", comp.up, up), ("lower", comp.down, down)):
-            yield p, side, _witnessed(moves.get(p), values, comp.cells, local, own, held, i, need - values[p])
-
-
-def _attack(A: sp.csr_matrix, values: np.ndarray, suppressed: np.ndarray, lb: np.ndarray,
-            comp: _Component, kcells: np.ndarray, own: np.ndarray, held: np.ndarray,
-            checks: list[tuple[int, str]], upl: np.ndarray, lpl: np.ndarray,
-            intruder: Intruder) -> tuple[list[Finding], int]:
-    """Programs for the (target, side) pairs no witness settled, over what the intruder does not
-    know in ``comp``."""
-    known = ~suppressed
-    known[kcells[held]] = True
-    lb_i = lb.copy()
-    lb_i[kcells] = np.maximum(lb_i[kcells], own)
-    cols = comp.cells[~known[comp.cells]]
-    sub, b = _system(A, values, cols, comp.rows, known)
-    solver = ExtremeSolver(sub, b, lb_i[cols], np.full(cols.size, math.inf))
-    local = {int(g): i for i, g in enumerate(cols.tolist())}
-    room = values - lb_i
-    hidden = suppressed & ~known
-    findings: list[Finding] = []
-    programs = 0
-    best: dict[tuple[int, str], float] = {}
-    own_at = dict(zip(kcells.tolist(), own.tolist()))
-    for p, side in checks:
-        up, down = _needs(values, upl, lpl, p, own_at.get(p, 0.0))
-        need = up if side == "upper" else down
-        seen = best.get((p, side))
-        if seen is not None and (seen >= need - _TOL if side == "upper" else seen <= need + _TOL):
-            continue
-        ext = solver.extreme(local[p], maximize=side == "upper")
-        programs += 1
-        if ext.x is not None:  # this table settles other checks of the same intruder too
-            for q, s2 in checks:
-                v = ext.x[local[q]]
-                key = (q, s2)
-                best[key] = max(best.get(key, -math.inf), v) if s2 == "upper" else min(best.get(key, math.inf), v)
-        ok = ext.value >= need - _TOL if side == "upper" else ext.value <= need + _TOL
-        if not ok:
-            findings.append(Finding(intruder, p, side, ext.value, need,
-                                    _holders(A, comp.rows, p, room, hidden, side, ext)))
-    return findings, programs
+def _components(A: sp.csr_matrix, suppressed: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The independent parts of the suppressed cells: (sorted grid ids, global relation rows)."""
+    S = np.flatnonzero(suppressed)
+    A_S = sp.csc_matrix(A[:, S])
+    rows_all = np.flatnonzero(np.diff(sp.csr_matrix(A_S).indptr))
+    A_S = sp.csr_matrix(A_S[rows_all])
+    return [(np.sort(S[cols]), rows_all[crow]) for cols, crow in independent_parts(A_S)]
 
 
 def contributor_audit(
@@ -335,55 +426,8 @@ def contributor_audit(
     Returns:
         the findings: (intruder, cell, side) whose bound misses the level, with holders.
     """
-    A = sp.csr_matrix(A)
-    n = A.shape[1]
-    values = np.asarray(values, dtype=np.float64)
     suppressed = np.asarray(suppressed, dtype=bool)
     primary = np.asarray(primary, dtype=bool) & suppressed
-    if lower_bound is None:
-        lower_bound = -math.inf if c.negative else 0.0
-    # the programs run in units of a thousandth of the largest value: sums of decimal magnitudes
-    # are additive only to about 1e-16 of their size, and the solver's tolerances are absolute
-    scale = max(1.0, float(np.abs(values[np.isfinite(values)]).max(initial=0.0))) / 1000.0
-    values = values / scale
-    lb = np.broadcast_to(np.asarray(lower_bound, dtype=np.float64), (n,)) / scale
-    upl = np.asarray(upper, dtype=np.float64) / scale
-    lpl = np.asarray(lower, dtype=np.float64) / scale
-    intruders = list(intruders_of(c, suppressed, primary) if intruders is None else intruders)
-    comps, public, programs = _public(A, values, suppressed, lb, primary, upl, lpl)
-    public_intruder = Intruder(())
-    findings = [Finding(public_intruder, p, side, bound * scale, need * scale,
-                        _holders(A, rows, p, values - lb, suppressed, side, ext))
-                for p, side, bound, need, ext, rows in public]
-    failed_public = {(f.cell, f.side) for f in findings}
-    comp_of = _components_of(comps, n)
-    know = _Knowledge(c)
-    witnessed = 0
-    for intruder in intruders:
-        if not intruder.units:
-            continue
-        cells, own, held = know.of(intruder)
-        keep = suppressed[cells]
-        cells, own, held = cells[keep], own[keep], held[keep]
-        # a contribution known to the intruder (a hair less: it is a float sum of the same
-        # contributions as the cell's value, in another order)
-        own = own / scale - 1e-9
-        if c.negative:
-            own = np.full(own.size, -math.inf)  # a contribution says nothing of the others' sum
-        for k in np.unique(comp_of[cells]).tolist():
-            comp = comps[k]
-            if comp.targets.size == 0:
-                continue
-            inside = comp_of[cells] == k
-            kc, ko, kh = cells[inside], own[inside], held[inside]
-            todo = []
-            for p, side, ok in _intruder_checks(comp, values, upl, lpl, kc, ko, kh):
-                if ok:
-                    witnessed += 1
-                elif (p, side) not in failed_public:  # already a finding: the intruder adds nothing new to repair
-                    todo.append((p, side))
-            if todo:
-                found, solved = _attack(A, values, suppressed, lb, comp, kc, ko, kh, todo, upl, lpl, intruder)
-                findings += [replace(f, bound=f.bound * scale, need=f.need * scale) for f in found]
-                programs += solved
-    return ContributorAudit(tuple(findings), len(intruders), programs, witnessed)
+    auditor = Auditor(A, values, c, primary=primary, upper=upper, lower=lower, lower_bound=lower_bound)
+    chosen = list(intruders_of(c, suppressed, primary) if intruders is None else intruders)
+    return auditor.audit(suppressed, chosen)

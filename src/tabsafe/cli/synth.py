@@ -21,11 +21,21 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
                         help="duckdb: generate in this process (the default); spark: generate on Spark in chunks of "
                              "1,000,000 persons, each from its own seed (deterministic, for national sizes such as "
                              "60,000,000 persons; not the same persons as the default for the same seed)")
+    parser.add_argument("--business", type=positive_int, default=None, metavar="N",
+                        help="write a synthetic business register of N enterprises instead (activity × region × "
+                             "size class, holdings, turnover, sampling weights; for magnitude tables)")
     parser.add_argument("--out", required=True, metavar="DIR",
                         help="output folder: new, empty, or holding an earlier synthetic census (which is replaced)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.business is not None:
+        from tabsafe.synth_business import synth_business
+
+        out = synth_business(args.business, args.seed, args.out)
+        print(f"wrote {args.business:,} enterprises to {out}/")
+        print(f"  {out}/enterprises.parquet\n  {out}/meta.yaml\n  {out}/hierarchies/")
+        return 0
     from tabsafe.engines import get_engine
 
     if getattr(get_engine(args.engine), "dataframes", None) == "pyspark":  # an engine holding PySpark frames

@@ -91,7 +91,7 @@ def whole_processes() -> dict:
 def additivity_80k() -> dict:
     import tabsafe as ts
     from tabsafe.io import read_meta
-    from tabsafe.protect._margins import rollup
+    from tabsafe.model.margins import rollup
     from tabsafe.protect.additivity import restore_additivity
     from tabsafe.protect.cell_key_method import CellKeyMethod
     from tabsafe.protect.ptable import PTableParams, generate_ptable

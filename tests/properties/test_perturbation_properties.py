@@ -56,7 +56,7 @@ def assert_additive(t: ts.Table, column: str = "count") -> None:
 
 def sums_of_inner(t: ts.Table) -> np.ndarray:
     """Every grid cell as the sum of the table's inner cells under it."""
-    from tabsafe.protect._margins import rollup
+    from tabsafe.model.margins import rollup
 
     grid = np.zeros(t.n_cells, dtype=np.int64)
     inner = t.leaf_mask

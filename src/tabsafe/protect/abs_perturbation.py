@@ -48,12 +48,12 @@ from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.spec import DEFAULT_KEY_DIGITS, KeySpec
 from tabsafe.params import Bool, Int, Real, Text, parameter
-from tabsafe.protect._margins import totals_from_inner
+from tabsafe.model.margins import totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
-    from tabsafe.release.cells import ReleaseCells
+    from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = ["AbsPerturbation", "abs_deviations", "abs_deviations_from_keys", "abs_deviations_from_uniforms", "key_uniforms"]
 
@@ -237,9 +237,9 @@ class AbsPerturbation(TableMethod):
 
     def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
         """Protect the tables of a release together (issue #31): the finest cells of the release
-        perturbed once, every table's cells their sums (:mod:`tabsafe.release.finest`): a shared
+        perturbed once, every table's cells their sums (:mod:`tabsafe.model.finest`): a shared
         cell has one value in every table, and every table is additive."""
-        from tabsafe.release.finest import protect_finest
+        from tabsafe.model.finest import protect_finest
 
         return protect_finest(self, cells, seed=seed)
 

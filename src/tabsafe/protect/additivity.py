@@ -52,12 +52,12 @@ from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Int, Optional, Real, parameter
-from tabsafe.protect._margins import MarginList, ancestors, rollup, totals_from_inner
+from tabsafe.model.margins import MarginList, ancestors, rollup, totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Dimension, Table
-    from tabsafe.release.cells import ReleaseCells
+    from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = ["FIXED_WEIGHT", "Additivity", "AdditivityResult", "restore_additivity", "restore_release"]
 
@@ -475,7 +475,7 @@ def restore_release(
 
         minimise  Σ w·|M·x − z|  over the finest cells x, whole numbers 0 or above js
 
-    ``M`` (``cover``, :func:`tabsafe.release.finest.cover_matrix`) adds the finest cells of the
+    ``M`` (``cover``, :func:`tabsafe.model.finest.cover_matrix`) adds the finest cells of the
     release up into its cells: any such ``x`` gives an additive release whose shared cells agree,
     and, every finest cell being 0 or above ``js``, so is every sum of them — every published
     value (a table's inner cell is a sum of finest cells too; unlike one table, a cell published
@@ -489,7 +489,7 @@ def restore_release(
     relaxation of this program).
 
     Args:
-        relations: the release's relations (:attr:`~tabsafe.release.cells.ReleaseCells.relations`).
+        relations: the release's relations (:attr:`~tabsafe.model.release_cells.ReleaseCells.relations`).
         z: the values given, one per release cell (whole numbers).
         cover: which finest cells each release cell adds up.
         weights: per cell, the cost of a unit move (default 1).
@@ -769,7 +769,7 @@ class Additivity(TableMethod):
         beside its LP bound. The release given must agree on its shared cells (the cell key
         method's does)."""
         from tabsafe.model.result import Report
-        from tabsafe.release.finest import protections_of
+        from tabsafe.model.finest import protections_of
 
         z = cells.combine("count")
         if np.isnan(z).any() or not np.all(z == np.round(z)):
@@ -781,7 +781,7 @@ class Additivity(TableMethod):
                 kept[rows[_in_margins(t.dimensions, t.ids, self.fixed, "fixed")]] = True
         if self.fixed_margins:
             kept |= ~leaf  # every cell that is no table's inner cell
-        from tabsafe.release.finest import cover_matrix
+        from tabsafe.model.finest import cover_matrix
 
         res = restore_release(cells.relations, z.astype(np.int64), cover_matrix(cells), js=self.js or 0,
                               weights=np.where(kept, FIXED_WEIGHT, 1.0), time_limit=self.time_limit)

@@ -11,7 +11,7 @@ additive), and the number of cells changed goes to the private figures, never to
 report.
 
 A release (:meth:`Barnardisation.protect_release`) barnardises the finest cells of its tables
-once and adds them up for every table (:mod:`tabsafe.release.finest`): the totals of different
+once and adds them up for every table (:mod:`tabsafe.model.finest`): the totals of different
 tables then agree, which the handbook's table-by-table form does not give.
 """
 
@@ -25,12 +25,12 @@ import numpy as np
 from tabsafe.capabilities import Capabilities
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Real, parameter
-from tabsafe.protect._margins import totals_from_inner
+from tabsafe.model.margins import totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
-    from tabsafe.release.cells import ReleaseCells
+    from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = ["Barnardisation", "barnardise"]
 
@@ -88,9 +88,9 @@ class Barnardisation(TableMethod):
 
     def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
         """Protect the tables of a release together (issue #31): the finest cells of the release
-        perturbed once, every table's cells their sums (:mod:`tabsafe.release.finest`): a shared
+        perturbed once, every table's cells their sums (:mod:`tabsafe.model.finest`): a shared
         cell has one value in every table, and every table is additive."""
-        from tabsafe.release.finest import protect_finest
+        from tabsafe.model.finest import protect_finest
 
         return protect_finest(self, cells, seed=seed)
 

@@ -29,7 +29,7 @@ Modes (seed 000 §5.5; 001 §5, §8; 002 §3.2.1; 004 §3.2; METHODS.md §4), wi
 
 Releases (:meth:`Rounding.protect_release`, issue #31): random rounding rounds each cell of the
 release once (a shared cell one draw, one value in every table); small cell adjustment adjusts the
-finest cells of the release once and adds them up for every table (:mod:`tabsafe.release.finest`).
+finest cells of the release once and adds them up for every table (:mod:`tabsafe.model.finest`).
 Conventional and consistent rounding give a cell the same value in every table by construction;
 semi-controlled rounding's controlled totals are sums of one table's inner cells, which another
 table's inner cells cannot also add up to: it protects one table, not a release.
@@ -56,7 +56,7 @@ from tabsafe.params import Bool, Choice, Int, Optional, Text, parameter
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
-    from tabsafe.release.cells import ReleaseCells
+    from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = [
     "Mode",
@@ -222,7 +222,7 @@ class Rounding(TableMethod):
         per release cell; small cell adjustment works on the finest cells of the release."""
         from tabsafe.method import check_seed, draw_seed
         from tabsafe.model.result import Report
-        from tabsafe.release.finest import protect_finest, protections_of
+        from tabsafe.model.finest import protect_finest, protections_of
 
         if self.mode is Mode.SMALL_CELL:
             return protect_finest(self, cells, seed=seed)

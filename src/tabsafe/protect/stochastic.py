@@ -56,12 +56,12 @@ from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, MethodError, Reason, Suggestion, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.params import Bool, Choice, Int, Optional, Real, Text, parameter
-from tabsafe.protect._margins import MarginList, rollup, totals_from_inner
+from tabsafe.model.margins import MarginList, rollup, totals_from_inner
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
-    from tabsafe.release.cells import ReleaseCells
+    from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = ["Stochastic", "base_matrix", "cox_round", "invariant_matrix", "read_matrix"]
 
@@ -313,9 +313,9 @@ class Stochastic(TableMethod):
 
     def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
         """Protect the tables of a release together (issue #31): the finest cells of the release
-        perturbed once, every table's cells their sums (:mod:`tabsafe.release.finest`): a shared
+        perturbed once, every table's cells their sums (:mod:`tabsafe.model.finest`): a shared
         cell has one value in every table, and every table is additive."""
-        from tabsafe.release.finest import protect_finest
+        from tabsafe.model.finest import protect_finest
 
         return protect_finest(self, cells, seed=seed)
 

@@ -2,7 +2,7 @@
 
 Given the tables as published — published values, blanks where cells are suppressed, the
 rounding base of rounded tables, the hierarchies — the intruder knows every table's additive
-relations (:mod:`tabsafe.release.cells`: shared cells are one unknown), that counts are not
+relations (:mod:`tabsafe.model.release_cells`: shared cells are one unknown), that counts are not
 negative (and, when the publisher never suppresses zeros, that a suppressed count is at least
 1), and that a value rounded to base ``b`` (zero-restricted controlled rounding, METHODS.md §4)
 lies in ``[r - b + 1, r + b - 1]`` (``[0, b - 1]`` for a published 0). Each unknown cell's
@@ -33,7 +33,7 @@ from tabsafe import progress
 from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Table
-from tabsafe.release.cells import ReleaseCells
+from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.risk.intervals import independent_parts, spread, widen
 from tabsafe.solver import ExtremeSolver
 

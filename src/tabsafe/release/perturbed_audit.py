@@ -3,7 +3,7 @@ learns about each cell by combining the copies the tables publish of it.
 
 A cell several tables hold is published once per table. Protected table by table, a noisy
 method publishes independent copies of it, and the copies and the tables' additive relations
-(:mod:`tabsafe.release.cells`) say more than any one table (seed 002 §5: averaging repeated
+(:mod:`tabsafe.model.release_cells`) say more than any one table (seed 002 §5: averaging repeated
 noisy answers removes the noise, after Dinur and Nissim). Three intruders, on the published
 values only:
 
@@ -34,7 +34,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from tabsafe.errors import InputError
-from tabsafe.release.cells import ReleaseCells
+from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = ["PerturbedAudit", "audit_perturbed", "least_squares", "noise_bound"]
 

@@ -2,11 +2,11 @@
 
 A method that declares itself ``joint`` (:mod:`tabsafe.capabilities`; it then has
 ``protect_release(cells, *, seed)``, a small protocol) gets the union of the tables' cells and
-relations (:class:`~tabsafe.release.cells.ReleaseCells`): a shared cell has one status
+relations (:class:`~tabsafe.model.release_cells.ReleaseCells`): a shared cell has one status
 (suppression) or one value in every table — controlled rounding: one program over the
 release's cells with every table's relations; the cell perturbation family (barnardisation, the
 ABS perturbation in both forms, stochastic perturbation, small cell adjustment): the release's
-finest cells perturbed once and added up for every table (:mod:`tabsafe.release.finest`);
+finest cells perturbed once and added up for every table (:mod:`tabsafe.model.finest`);
 random rounding: each release cell rounded once; additivity: one search over the release
 (issue #31). A joint result is checked like a consistent one: a shared cell published
 differently is an error, and nothing is written.
@@ -35,7 +35,7 @@ from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.errors import InputError, MethodError, Reason
 from tabsafe.model.result import Protection, Report
 from tabsafe.model.table import Table
-from tabsafe.release.cells import ReleaseCells
+from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.release.spec import ReleaseSpec
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -129,7 +129,7 @@ def protect_release(
         finest: the cross-classification of every variable of the release (inner cells; cell
             keys when the method needs them), or a function tabulating it: what a method of the
             cell perturbation family perturbs when no table holds the finest cells
-            (:mod:`tabsafe.release.finest`). Asked for only when needed.
+            (:mod:`tabsafe.model.finest`). Asked for only when needed.
     """
     from tabsafe.model.filter import coerce
 
@@ -328,10 +328,10 @@ def _microdata_type() -> type:
 
 def _tabulate_finest(spec: ReleaseSpec, tables: Sequence[Table], names: Sequence[str], wheres: Sequence[Any],
                      records: Any, engine: Any, needs: Any) -> Table:
-    """The finest cells of the release (:mod:`tabsafe.release.finest`), tabulated from the
+    """The finest cells of the release (:mod:`tabsafe.model.finest`), tabulated from the
     records the tables were tabulated from."""
     from tabsafe.model.spec import TableSpec
-    from tabsafe.release.finest import cover_spec
+    from tabsafe.model.finest import cover_spec
     from tabsafe.tabulation import tabulate
 
     cells = ReleaseCells.build(tables, names=names, wheres=wheres, same_codes=spec.same_codes)

@@ -27,7 +27,7 @@ ROUNDING_PROGRAM_BYTES = 500
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.result import Protection, Report
     from tabsafe.model.table import Table
-    from tabsafe.release.cells import ReleaseCells
+    from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = ["ControlledRounding"]
 

@@ -1,7 +1,7 @@
 """Linked tables: tables sharing cells, suppressed consistently (seed 000 §5.2 "linking").
 
 :func:`release_problem` suppresses the tables of a release on the union of their own cells and
-relations (:class:`tabsafe.release.cells.ReleaseCells`): shared cells are one cell, and the
+relations (:class:`tabsafe.model.release_cells.ReleaseCells`): shared cells are one cell, and the
 elimination's basis is made from each table's (:func:`~.elimination.joint_basis`).
 :func:`joint_table` embeds tables in the table spanned by all their variables instead (the "cover table" of
 tau-ARGUS' linked-tables mode): each table's cells are cells of it (the table's codes and the
@@ -22,7 +22,7 @@ from tabsafe.errors import InputError
 from tabsafe.model.table import Dimension, Table
 from tabsafe.protect.suppression.elimination import joint_basis, table_basis
 from tabsafe.protect.suppression.problem import CellSystem, Problem, Settings, cell_name
-from tabsafe.release.cells import ReleaseCells
+from tabsafe.model.release_cells import ReleaseCells
 
 __all__ = ["MAX_JOINT_CELLS", "JointTable", "joint_table", "release_problem"]
 

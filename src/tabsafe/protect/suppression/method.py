@@ -27,7 +27,7 @@ from tabsafe.protect.suppression.linked import joint_table, release_problem
 from tabsafe.protect.suppression.primary import primary_suppression
 from tabsafe.protect.suppression.problem import DEFAULT_WORK_LIMIT, Cost, Mode, Settings, ZeroPolicy
 from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression, suppress_problem
-from tabsafe.release.cells import ReleaseCells
+from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.risk.rules import RiskRules, RuleThresholds
 
 __all__ = ["CellSuppression", "suppression_columns"]

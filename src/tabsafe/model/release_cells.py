@@ -168,7 +168,7 @@ class ReleaseCells:
             name → set id; empty without a filter).
         opaque: per table, the text of a filter that is not a box ("" otherwise).
         finest: the cross-classification of every variable of the release, or a function that
-            tabulates it when first asked (:mod:`tabsafe.release.finest`); None when not given.
+            tabulates it when first asked (:mod:`tabsafe.model.finest`); None when not given.
     """
 
     names: tuple[str, ...]

@@ -9,7 +9,7 @@ the copies. Perturbing each release cell once instead would break additivity. Wh
 to perturb the *finest cells of the release* once and add them up for every table.
 
 The finest cells are the cells of the cross-classification of every variable of the release at
-its finest codes (per concept of :mod:`tabsafe.release.cells`, its atoms): the "cover table" of
+its finest codes (per concept of :mod:`tabsafe.model.release_cells`, its atoms): the "cover table" of
 tau-ARGUS' linked tables. Every cell of every table is a sum of them (a table's filter, when it
 is a box of the release's variables, selects some). What is possible depends on the tables:
 
@@ -46,7 +46,7 @@ from tabsafe.model.table import Table
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.method import TableMethod
     from tabsafe.model.result import Protection, Report
-    from tabsafe.release.cells import Concept, ReleaseCells
+    from tabsafe.model.release_cells import Concept, ReleaseCells
 
 __all__ = ["MAX_COVER_CELLS", "aggregate", "cover_matrix", "cover_spec", "finest_table", "protect_finest",
            "protections_of"]
@@ -141,7 +141,7 @@ def aggregate(cells: ReleaseCells, cover: Table, column: str = "count") -> np.nd
     cells) it covers: every table's cells from the same finest cells, margins and subtotals of
     every hierarchy included (000 §5.3: "table totals are added up from the perturbed internal
     cells")."""
-    from tabsafe.protect._margins import rollup
+    from tabsafe.model.margins import rollup
 
     atoms = _atoms_of(cover, cells)
     leaf = np.asarray(cover.leaf_mask)
@@ -175,12 +175,12 @@ def protections_of(cells: ReleaseCells, values: np.ndarray, report: Report,
                    extra: dict[str, np.ndarray] | None = None) -> tuple[Protection, ...]:
     """One protection per table from one published value per release cell (``extra``: more
     published columns, one value per release cell)."""
-    from tabsafe.method import _meta
+    from tabsafe.model.table import thaw
     from tabsafe.model.result import Protection, Release
 
     out = []
     for dense, rows in zip(cells.tables, cells.cells):
-        meta = _meta(dense)
+        meta = thaw(dense.meta)
         columns = {"count": values[rows], **{k: v[rows] for k, v in (extra or {}).items()}}
         release = Table(dense.dimensions, dense.ids, columns, meta)
         ev = {"count": dense.counts, "original": dense.counts}
@@ -226,7 +226,7 @@ def cover_matrix(cells: ReleaseCells) -> sp.csr_matrix:
     whose shared cells agree (issue #31: what additivity over a release searches)."""
     import itertools
 
-    from tabsafe.protect._margins import ancestors
+    from tabsafe.model.margins import ancestors
 
     opaque = [n for n, text in zip(cells.names, cells.opaque) if text]
     if opaque:

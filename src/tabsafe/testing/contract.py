@@ -310,7 +310,7 @@ def check_admitted_values(cls: type[Method]) -> None:
 
 def _admitted_variations(constraint: Any) -> Iterator[Any]:
     """Values a constraint admits that a method's ``validate()`` may judge: every choice, both
-    flags, None where optional, a numeric lower bound."""
+    flags, None where optional, each numeric bound."""
     if isinstance(constraint, Optional):
         yield None
     c = constraint.inner if isinstance(constraint, Optional) else constraint
@@ -318,15 +318,16 @@ def _admitted_variations(constraint: Any) -> Iterator[Any]:
         yield from (c.choices or ())
     elif isinstance(c, Bool):
         yield from (True, False)
-    elif isinstance(c, (Int, Real)) and c.min is not None:
-        # the lower bound (upper bounds too, once every method builds fast at them: the cell
-        # key method's maximum-entropy p-table takes minutes at max_noise 100)
-        yield c.min + 1e-9 if getattr(c, "min_open", False) else c.min
+    elif isinstance(c, (Int, Real)):
+        if c.min is not None:
+            yield c.min + 1e-9 if getattr(c, "min_open", False) else c.min
+        if c.max is not None:
+            yield c.max - 1e-9 if getattr(c, "max_open", False) else c.max
 
 
 def check_validate(cls: type[Method]) -> None:
     """Every combination of a typical example with one other admitted value (each choice, each
-    flag, None, a numeric lower bound) builds, or is refused by ``validate()`` with one
+    flag, None, each numeric bound) builds, or is refused by ``validate()`` with one
     :class:`~tabsafe.errors.InputError` line — never a bare ``ValueError`` or another exception."""
     for base in _typical(cls):
         for p in cls.parameters():

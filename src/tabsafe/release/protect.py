@@ -315,9 +315,9 @@ def _with_intruders(result: ReleaseProtection, chain: Any) -> ReleaseProtection:
 
 
 def _engine(engine: Any) -> Any:
-    from tabsafe.registry import get_engine
+    from tabsafe.engines import DEFAULT_ENGINE, get_engine
 
-    return get_engine(engine or "duckdb")
+    return get_engine(engine or DEFAULT_ENGINE)
 
 
 def _microdata_type() -> type:

@@ -161,3 +161,40 @@ def test_a_new_back_edge_would_be_caught(edge: tuple[str, str]) -> None:
     graph = import_graph()
     graph[edge[0]].add(edge[1])
     assert cycles(graph)
+
+
+# --------------------------------------------------------------------------------- what ARCHITECTURE.md says
+
+
+def _folder_of(module: str) -> str:
+    return module.split(".")[1] if module.count(".") >= 1 else module
+
+
+def _reaches(graph: Mapping[str, set[str]], folder: str) -> set[str]:
+    """The folders that modules of ``folder`` import directly."""
+    return {_folder_of(t) for m, targets in graph.items() if _folder_of(m) == folder for t in targets} - {folder}
+
+
+@pytest.mark.parametrize(("folder", "never"), [
+    ("model", {"engines", "method", "protect", "risk", "release", "evaluate", "service", "cli", "registry",
+               "pipeline", "tabulation", "io", "solver"}),
+    ("protect", {"engines", "release", "evaluate", "service", "cli", "pipeline"}),
+    ("engines", {"method", "protect", "risk", "release", "evaluate", "service", "cli", "registry", "pipeline"}),
+    ("service", {"protect", "risk", "release", "evaluate", "cli"}),
+    ("risk", {"protect", "release", "evaluate", "service", "cli", "pipeline", "method"}),
+])
+def test_a_layer_imports_nothing_above_it(folder: str, never: set[str]) -> None:
+    """docs/ARCHITECTURE.md: model/ imports no engine and no method; protect/ no engine; the service
+    knows methods by name only (the registry); engines know no method."""
+    assert _reaches(import_graph(), folder) & never == set()
+
+
+def test_engine_names_only_in_engines() -> None:
+    """docs/ARCHITECTURE.md: no module outside engines/ names an engine (``"duckdb"``, ``"spark"``
+    as a string); engines declare what they can do instead."""
+    import re
+
+    named = re.compile(r"""["'](duckdb|spark)["']""")
+    found = [str(p.relative_to(SRC)) for p in (SRC / "tabsafe").rglob("*.py")
+             if "engines" not in p.relative_to(SRC / "tabsafe").parts and named.search(p.read_text(encoding="utf-8"))]
+    assert found == []

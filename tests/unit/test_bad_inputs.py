@@ -160,7 +160,7 @@ METHOD_BAD: dict[str, dict[str, list[str]]] = {
     "release": {"--release": ["missing.yaml", "bad.yaml", "list.yaml", "unknown_key.yaml", "census/meta.yaml"],
                 "--out": ["census/persons.parquet", "nofolder/x", "release.yaml"],
                 "--evaluation": ["newpub", "census/persons.parquet"],
-                "--method": ["round", "nosuch", "ckm,additivity"]},
+                "--method": ["nosuch", "ckm,additivity", "ckm,nosuch", ""]},
     "audit": {"--release": ["missing.yaml", "bad.yaml", "pub_text/release.yaml", "census/meta.yaml", "pub/area_sex.csv"],
               "--out": ["pub/area_sex.csv", "pub/release.yaml", "x.txt", "nofolder/x.json", "census/persons.parquet"]},
     "tabulate": {"--sum": ["nosuch", "sex", ""], "--key": ["nosuch", "sex"]},

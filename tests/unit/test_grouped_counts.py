@@ -110,7 +110,7 @@ def test_validated_like_tabulation(case: str, data: Microdata | InnerCells, by: 
 
 def test_unknown_variables_are_named() -> None:
     data = Microdata.from_frame(pd.DataFrame({"a": ["x"], "b": ["y"]}))
-    assert "unknown variable 'c': not a column of the data (the data have: a, b)" in _error(
+    assert "unknown variable 'c': not a column of the data (the data have: 'a', 'b')" in _error(
         lambda: grouped_counts(ENGINE, data, ["a", "c"]))
     assert "unknown variable 'c'" in _error(lambda: grouped_counts(ENGINE, data, ["a"], where="c = 1"))
     assert "'a' is grouped twice" in _error(lambda: grouped_counts(ENGINE, data, ["a", "a"]))

@@ -196,7 +196,7 @@ def test_arb_readtable_forms(text: str) -> None:
 
 
 def test_ptable_with_the_ptable_packages_earlier_column_names(tmp_path) -> None:
-    from tabsafe.protect.ptable.files import read_ptable
+    from tabsafe.protect.ptable.table import read_ptable
 
     path = tmp_path / "p.txt"
     path.write_text('"i";"j";"p_ij";"v";"p_ij_ub"\n0;0;1;0;1\n1;0;0.5;-1;0.5\n1;1;0.25;0;0.75\n1;2;0.25;1;1\n')

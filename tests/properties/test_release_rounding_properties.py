@@ -139,7 +139,7 @@ def test_moves_of_a_rounded_release_reach_only_values_its_intervals_hold(release
     settle cells, and the audit with them finds exactly the cells the programs alone find."""
     from scipy.optimize import linprog
 
-    from tabsafe.risk.release_audit import (audit_release, feasible_point, move_intervals, moves_of,
+    from tabsafe.release.audit import (audit_release, feasible_point, move_intervals, moves_of,
                                             published_bounds, steps)
 
     data, tables = release

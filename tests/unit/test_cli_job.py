@@ -80,13 +80,13 @@ def test_a_solver_job_over_the_memory_budget_is_refused_with_its_estimate(small_
                                                                          method) -> None:
     """The memory models of suppression and controlled rounding (issue #28) count the grid, the
     relations, the elimination's basis or the integer program, not a few bytes per stored cell:
-    area × age × sex needs several MB, and 3 MB refuses it before any work, in one line with the
-    estimate."""
+    small area × age × sex needs hundreds of MB, and 40 MB (above the floor every job needs)
+    refuses it before any work, in one line with the estimate."""
     out = tmp_path / "r.csv"
-    code, _, err = run(["protect", small_census.persons, "--by", "area,age,sex", "--method", *method,
-                        "--out", out, "--memory-limit", "3MB"], capsys)
+    code, _, err = run(["protect", small_census.persons, "--by", "small_area,age,sex", "--method", *method,
+                        "--out", out, "--memory-limit", "40MB"], capsys)
     assert code == 2 and err.count("\n") == 1, err
-    assert f"method {method[0]!r}" in err and "would need about" in err and "more than the limit of 3.0 MB" in err
+    assert f"method {method[0]!r}" in err and "would need about" in err and "more than the limit of 40.0 MB" in err
     assert not out.exists()
 
 

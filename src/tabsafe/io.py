@@ -28,7 +28,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tabsafe._yaml import load_yaml
+from tabsafe._yaml import load_yaml, load_yaml_shared
 from tabsafe.errors import InputError, param
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -81,14 +81,19 @@ def referenced_files(inputs: Iterable[str | os.PathLike[str] | None]) -> list[Pa
     lists; for a YAML input (a release manifest, a config, an audit spec), every string in it that
     names an existing file beside it. No output may be one of them."""
     out: list[Path] = []
+    seen: set[Path] = set()  # a meta.yaml both given and found beside the data is read once
     for item in inputs:
-        if not item:
+        if not item or Path(item) in seen:
             continue
         path = Path(item)
+        seen.add(path)
         out.append(path)
-        if path.suffix.lower() in {".parquet", ".pq", ".csv"} and (path.parent / "meta.yaml").is_file():
-            out.append(path.parent / "meta.yaml")
-            out += _named_in_yaml(path.parent / "meta.yaml")
+        meta = path.parent / "meta.yaml"
+        if path.suffix.lower() in {".parquet", ".pq", ".csv"} and meta.is_file():
+            out.append(meta)
+            if meta not in seen:
+                seen.add(meta)
+                out += _named_in_yaml(meta)
         elif path.suffix.lower() in {".yaml", ".yml"} and path.is_file():
             out += _named_in_yaml(path)
     return out
@@ -99,7 +104,7 @@ def _named_in_yaml(path: Path) -> list[Path]:
     try:
         if path.stat().st_size > 1_000_000:
             return []
-        data = load_yaml(path.read_text(encoding="utf-8"))
+        data = load_yaml_shared(path.read_text(encoding="utf-8"))
     except Exception:  # noqa: BLE001 - an unreadable file is the reader's error to report, not this guard's
         return []
     found: list[Path] = []
@@ -388,7 +393,7 @@ def read_meta(path: str | os.PathLike[str], *, only: Sequence[str] | None = None
 
     path = Path(path)
     try:
-        data = load_yaml(path.read_text(encoding="utf-8")) or {}
+        data = load_yaml_shared(path.read_text(encoding="utf-8")) or {}  # read only
     except OSError as exc:
         raise InputError(f"cannot read metadata: {exc.strerror}", where=str(path)) from None
     except (yaml.YAMLError, UnicodeDecodeError):

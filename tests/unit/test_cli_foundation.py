@@ -37,6 +37,28 @@ def test_tabulate_microdata_with_hierarchy(small_census: SynthResult, tmp_path: 
     assert "wrote" in stdout and str(out) in stdout
 
 
+def test_tabulate_parses_the_meta_yaml_once(small_census: SynthResult, tmp_path: Path, capsys, monkeypatch) -> None:
+    # meta.yaml is read to guard the outputs (the files it names) and for the codelists: one
+    # parse serves both (a fixed cost of every command: 20 ms of CPU each on the 1.5M census)
+    import tabsafe._yaml
+    import tabsafe.io
+
+    meta_text = (small_census.directory / "meta.yaml").read_text(encoding="utf-8")
+    parsed: list[str] = []
+    real = tabsafe._yaml.load_yaml
+
+    def counting(text: str):
+        parsed.append(text)
+        return real(text)
+
+    monkeypatch.setattr(tabsafe._yaml, "load_yaml", counting)
+    monkeypatch.setattr(tabsafe.io, "load_yaml", counting)
+    tabsafe._yaml.load_yaml_shared.cache_clear()
+    code, _, err = run(["tabulate", small_census.persons, "--by", "region,sex", "--out", tmp_path / "t.csv"], capsys)
+    assert code == 0, err
+    assert parsed.count(meta_text) == 1
+
+
 def test_tabulate_inner_cells_table(tmp_path: Path, capsys) -> None:
     cells = tmp_path / "cells.csv"
     pd.DataFrame({"area": ["A", "A", "B"], "sex": ["1", "2", "1"], "n": [3, 4, 5]}).to_csv(cells, index=False)

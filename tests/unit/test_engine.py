@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pandas as pd
 import pytest
 
@@ -31,6 +34,28 @@ def test_a_session_reads_only_its_source(tmp_path) -> None:
         assert not (tmp_path / "leak.csv").exists()
     finally:
         session.close()
+
+
+def test_duckdb_prints_no_progress_bar_of_its_own(tmp_path) -> None:
+    # tabsafe reports its own progress (quiet with --quiet); DuckDB's bar would print on a
+    # terminal. Checked in a process of its own: inside pytest DuckDB leaves the bar off anyway.
+    data = tmp_path / "d.parquet"
+    pd.DataFrame({"a": ["x", "y"]}).to_parquet(data)
+    code = (
+        "import sys\n"
+        "from tabsafe.engines.duckdb import DuckDBEngine\n"
+        "from tabsafe.model.microdata import FileSource\n"
+        "s = DuckDBEngine().open(FileSource.of(sys.argv[1]))\n"
+        "print(s.run(\"SELECT current_setting('enable_progress_bar') AS x\").column(0)[0].as_py())\n"
+        "try:\n"
+        "    s.run('SET enable_progress_bar = true')\n"
+        "    print('changed')\n"
+        "except Exception as exc:\n"
+        "    print(type(exc).__name__)\n"
+        "s.close()\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code, str(data)], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "InputError"]  # off, and the locked configuration keeps it off
 
 
 def test_engines_are_found_by_name() -> None:

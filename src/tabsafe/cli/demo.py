@@ -66,18 +66,64 @@ def _label(name: str, params: dict[str, Any]) -> str:
     return f"{name}-{params['mode']}" if "mode" in params else name
 
 
-def run(args: argparse.Namespace) -> int:
+def _standard_tables(md: Any, census_dir: Path, tables_dir: Path, summary: dict[str, Any]) -> dict[str, Any]:
+    """Step 2: each standard table with every margin and subtotal, its original counts written as
+    an evaluation file and its risk figures (cells, zeros, ones, twos) printed and added to
+    ``summary["tables"]``; returns the tables by name."""
     from tabsafe.evaluate.summary import risk_summary
-    from tabsafe.io import OutputFolder, read_meta, release_arrow, write_frame, write_json
+    from tabsafe.io import write_frame
     from tabsafe.model.hierarchy import Hierarchy
-    from tabsafe.model.microdata import Microdata
     from tabsafe.model.spec import KeySpec
-    from tabsafe.registry import build_method
-    from tabsafe.risk.rules import RiskRules, RuleThresholds, assess
-    from tabsafe.synth import synth_census
     from tabsafe.tabulation import tabulate
 
-    from tabsafe.seeds import draw_seed, fingerprint
+    print("2. standard tables, every margin and subtotal (original counts: evaluation files)")
+    print(f"   {'table':40s} {'cells':>9s} {'zeros':>9s} {'ones':>7s} {'twos':>7s} {'small %':>8s} {'secs':>6s}")
+    tables = {}
+    for spec in STANDARD_TABLES:
+        hier = {v: Hierarchy.from_file(census_dir / "hierarchies" / f) for v, f in spec.hierarchies.items()}
+        t0 = time.perf_counter()
+        table = tabulate(md, spec.by, hierarchies=hier, where=spec.where, key=KeySpec(column="rkey"))
+        secs = time.perf_counter() - t0
+        tables[spec.name] = table
+        write_frame(table.to_arrow(["count"]), tables_dir / f"{spec.name}.original.parquet", kind="evaluation")
+        risk = risk_summary(table)
+        summary["tables"][spec.name] = {"by": list(spec.by), "where": spec.where, "seconds": round(secs, 3), **risk}
+        print(f"   {spec.name:40s} {risk['cells']:9,d} {risk['zeros']:9,d} {risk['ones']:7,d} {risk['twos']:7,d} "
+              f"{100 * risk['small_cell_share']:7.2f}% {secs:6.2f}")
+    return tables
+
+
+def _protect(tables: dict[str, Any], rel: Path, protect_seed: int, summary: dict[str, Any]) -> None:
+    """Step 3: the demo's protections (:data:`PROTECTIONS`), each release written to ``rel`` (published
+    values only) and its figures, parameters and seed fingerprint added to ``summary``."""
+    from tabsafe.io import release_arrow, write_frame
+    from tabsafe.registry import build_method
+    from tabsafe.seeds import fingerprint
+
+    print("3. protection (releases/: published values only)")
+    rel.mkdir()
+    for table_name, method_name, params in PROTECTIONS:
+        method = build_method(method_name, params)
+        label = _label(method_name, params)
+        t0 = time.perf_counter()
+        result = method.protect(tables[table_name], seed=protect_seed)
+        secs = time.perf_counter() - t0
+        write_frame(release_arrow(result.release), rel / f"{table_name}.{label}.csv")
+        figures = dict(result.report.figures)
+        summary.setdefault("protections", {})[f"{table_name}.{label}"] = {
+            "seconds": round(secs, 3), "params": method.params(),
+            "seed_fingerprint": fingerprint(result.report.seed), **figures, **dict(result.report.private)}
+        shown = ", ".join(f"{k} {v}" for k, v in list(figures.items())[:4])
+        print(f"   {table_name:22s} {label:19s} {secs:6.2f} s  {shown}")
+
+
+def run(args: argparse.Namespace) -> int:
+    from tabsafe.io import OutputFolder, read_meta, write_json
+    from tabsafe.model.microdata import Microdata
+    from tabsafe.risk.rules import RiskRules, RuleThresholds, assess
+    from tabsafe.synth import synth_census
+
+    from tabsafe.seeds import draw_seed
 
     folder = OutputFolder(args.out, demo_entries())
     # the protections' seed is drawn, never the census seed everyone can read in the command line:
@@ -95,20 +141,7 @@ def run(args: argparse.Namespace) -> int:
         tables_dir.mkdir()
         summary: dict[str, Any] = {"persons": census.n_persons, "census_seed": args.seed,
                                    "protection_seed": protect_seed, "tables": {}}
-        print("2. standard tables, every margin and subtotal (original counts: evaluation files)")
-        print(f"   {'table':40s} {'cells':>9s} {'zeros':>9s} {'ones':>7s} {'twos':>7s} {'small %':>8s} {'secs':>6s}")
-        tables = {}
-        for spec in STANDARD_TABLES:
-            hier = {v: Hierarchy.from_file(census.directory / "hierarchies" / f) for v, f in spec.hierarchies.items()}
-            t0 = time.perf_counter()
-            table = tabulate(md, spec.by, hierarchies=hier, where=spec.where, key=KeySpec(column="rkey"))
-            secs = time.perf_counter() - t0
-            tables[spec.name] = table
-            write_frame(table.to_arrow(["count"]), tables_dir / f"{spec.name}.original.parquet", kind="evaluation")
-            risk = risk_summary(table)
-            summary["tables"][spec.name] = {"by": list(spec.by), "where": spec.where, "seconds": round(secs, 3), **risk}
-            print(f"   {spec.name:40s} {risk['cells']:9,d} {risk['zeros']:9,d} {risk['ones']:7,d} {risk['twos']:7,d} "
-                  f"{100 * risk['small_cell_share']:7.2f}% {secs:6.2f}")
+        tables = _standard_tables(md, census.directory, tables_dir, summary)
 
         rules = RiskRules(min_freq=3, thresholds=RuleThresholds(t_k_abs=3, t_y_abs=3, t_k_rel=99, t_y_rel=99, t_min=2),
                           coalition=1, zeros=1)
@@ -119,22 +152,7 @@ def run(args: argparse.Namespace) -> int:
         per_rule = {**risk["rules"], "unsafe": risk["unsafe"]}
         print("   " + ", ".join(f"{name} {v['cells']:,}" for name, v in per_rule.items()))
 
-        print("3. protection (releases/: published values only)")
-        rel = tmp / "releases"
-        rel.mkdir()
-        for table_name, method_name, params in PROTECTIONS:
-            method = build_method(method_name, params)
-            label = _label(method_name, params)
-            t0 = time.perf_counter()
-            result = method.protect(tables[table_name], seed=protect_seed)
-            secs = time.perf_counter() - t0
-            write_frame(release_arrow(result.release), rel / f"{table_name}.{label}.csv")
-            figures = dict(result.report.figures)
-            summary.setdefault("protections", {})[f"{table_name}.{label}"] = {
-                "seconds": round(secs, 3), "params": method.params(),
-                "seed_fingerprint": fingerprint(result.report.seed), **figures, **dict(result.report.private)}
-            shown = ", ".join(f"{k} {v}" for k, v in list(figures.items())[:4])
-            print(f"   {table_name:22s} {label:19s} {secs:6.2f} s  {shown}")
+        _protect(tables, tmp / "releases", protect_seed, summary)
         # figures of the original tables (zeros, ones, twos) and the seeds: a private file
         write_json(tmp / "summary.json", summary, kind="evaluation")
         from tabsafe.evaluate.demo import write_demo_report

@@ -77,7 +77,8 @@ class DuckDBEngine:
 def connect(*, allowed: list[str] | None = None, directories: list[str] | None = None,
             threads: int | None = None, memory_limit: str | None = None,
             temp_directory: str | None = None) -> duckdb.DuckDBPyConnection:
-    """A locked-down connection that may read only ``allowed`` files and ``directories``."""
+    """A locked-down connection that may read only ``allowed`` files and ``directories``, without
+    DuckDB's own progress bar."""
     config: dict[str, Any] = {"autoinstall_known_extensions": False, "autoload_known_extensions": False}
     if threads:
         config["threads"] = int(threads)
@@ -94,6 +95,9 @@ def connect(*, allowed: list[str] | None = None, directories: list[str] | None =
     dirs = list(directories or []) + ([temp_directory] if temp_directory else [])
     if dirs:
         con.execute("SET allowed_directories = [" + ", ".join(_lit(d) for d in dirs) + "]")
+    # tabsafe reports its own progress (tabsafe.progress, silenced by --quiet): DuckDB's bar on a
+    # terminal would print beside it, even with --quiet (a session option, so set here, not in config)
+    con.execute("SET enable_progress_bar = false")
     con.execute("SET enable_external_access = false")
     con.execute("SET lock_configuration = true")
     return con

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -442,19 +442,41 @@ class _Plan:
     # ------------------------------------------------------------------ the one pass
     def _aggregate(self, declared: Mapping[str, Hierarchy | None], dims: Sequence[Dimension] | None,
                    n_rows: int) -> Table:
+        """The table in one pass: every grouping set of the hierarchies' levels (module docstring,
+        steps 2–5), validated against the codelists, as a sparse table of the cells with records."""
         hiers = [d.hierarchy for d in dims] if dims is not None else [declared[v] for v in self.spec.by]
-        groups: list[list[str]] = []  # per variable: its grouping alternatives besides "total"
-        aliases: list[list[str]] = []  # the same, as output columns
+        groups, aliases, joins = self._level_columns(hiers)
+        parts, names, weight = self._measures(n_rows)
+        known = all(h is not None for h in hiers)
+        sql, n_sets, groups = self._grouping_sql(groups, aliases, joins, parts, names, hiers if known else None)
+        from tabsafe import progress
+
+        progress.report("tabulation", variables=" × ".join(self.spec.by), grouping_sets=n_sets)
+        result = self.s.run(sql)
+        progress.report("tabulation", variables=" × ".join(self.spec.by), result_rows=result.num_rows)
+        records = names[1] if weight is not None else "count"
+        if known:
+            dims, cell, keep = self._known_cells(result, hiers, dims, records, n_rows)
+        else:
+            dims, cell, keep = self._found_cells(result, hiers, dims, groups, aliases, records, n_rows)
+        cell, values = self._cell_values(result, names, cell, keep)
+        return Table.from_cells(dims, cell, values, self._table_meta(), sort=True)
+
+    def _level_columns(self, hiers: Sequence[Hierarchy | None]) -> tuple[list[list[str]], list[list[str]], list[str]]:
+        """Per variable, its grouping alternatives besides "total" (SQL expressions), the same as
+        output columns, and the joins they need. A variable with a known codelist is joined to a
+        small code table (registered in the session) that maps each code to its position at every
+        level, so the pass groups on small integers (far less memory than text keys at census
+        scale); one without groups on its codes, checked and placed after the pass."""
+        groups: list[list[str]] = []
+        aliases: list[list[str]] = []
         joins: list[str] = []
         for i, (var, h) in enumerate(zip(self.spec.by, hiers)):
             expr = self._text(var)
             if h is None:
-                # No codelist yet: group on the codes; they are checked and placed after the pass.
                 groups.append([expr])
                 aliases.append([f"d{i}"])
                 continue
-            # A known codelist: a join maps each code to its position at every level, so the pass
-            # groups on small integers (far less memory than text keys at census scale).
             depth = h.max_depth
             rows: dict[str, pa.Array] = {"_ts_code": strings(list(h.leaves))}
             chains = [h.ancestors(leaf)[::-1] for leaf in h.leaves]  # total, level 1, ..., leaf
@@ -465,16 +487,19 @@ class _Plan:
                 rows[f"_ts_l{level}"] = from_numpy(pos)
             self.s.register(f"map_{i}", arrow_table(rows))
             joins.append(f"JOIN map_{i} ON {expr} = map_{i}._ts_code")
-            levels = [f"map_{i}._ts_l{lv}" for lv in range(1, depth + 1)]
-            groups.append(levels)
+            groups.append([f"map_{i}._ts_l{lv}" for lv in range(1, depth + 1)])
             aliases.append([f"d{i}_{lv}" for lv in range(1, depth + 1)])
-        # Every measure as (its aggregate over records, what the cell's value is of that total):
-        # counts, whole units and key integers are exact sums, so partial totals add up.
+        return groups, aliases, joins
+
+    def _measures(self, n_rows: int) -> tuple[list[tuple[str, Callable[[str], str]]], list[str], str | None]:
+        """Every measure as (its aggregate over records, what the cell's value is of that total),
+        their output names, and the weight expression (None without weights). Counts, whole units
+        and key integers are exact sums, so partial totals add up (METHODS.md §2 for the keys)."""
         def same(total: str) -> str:
             return total
 
         weight = None
-        parts: list[tuple[str, Any]]
+        parts: list[tuple[str, Callable[[str], str]]]
         if isinstance(self.data, Microdata) and self.weight is not None:
             weight = self.d.as_bigint(self.d.as_number(f"{SOURCE}.{self.q(self.weight)}"))
             parts = [(f"sum({weight})", same), ("count(*)", same)]
@@ -504,6 +529,15 @@ class _Plan:
             scale = str(key.scale)
             parts.append((f"sum({ints})", lambda total: self.d.as_bigint(self.d.mod(total, scale))))
             names.append("ckey_int")
+        return parts, names, weight
+
+    def _grouping_sql(self, groups: list[list[str]], aliases: Sequence[Sequence[str]], joins: Sequence[str],
+                      parts: Sequence[tuple[str, Callable[[str], str]]], names: Sequence[str],
+                      hiers: Sequence[Hierarchy] | None) -> tuple[str, int, list[list[str]]]:
+        """The one query over ``GROUPING SETS`` (one set per combination of levels), its number of
+        sets and the grouped columns as the query names them. With every codelist known
+        (``hiers``) the cell id (the mixed-radix number of the positions) is computed in the
+        engine and only ids and values come back; else a grouping id tells the sets apart."""
         where = f"WHERE {self.filter_sql}" if self.filter_sql else ""
         source = f"{SOURCE} {' '.join(joins)} {where}"
         if self.d.pre_aggregate:
@@ -524,16 +558,12 @@ class _Plan:
             "(" + ", ".join(c for c in choice if c is not None) + ")"
             for choice in itertools.product(*[[None, *alts] for alts in groups])
         ]
-        grouped = [e for alts in groups for e in alts]
-        known = all(h is not None for h in hiers)
-        if not known:
-            select.append(f"{self.d.grouping_id(grouped)} AS _ts_gid")
+        if hiers is None:
+            select.append(f"{self.d.grouping_id([e for alts in groups for e in alts])} AS _ts_gid")
         select += [f"{m} AS {self.q(n)}" for m, n in zip(measures, names)]
         sql = f"SELECT {', '.join(select)} FROM {source} GROUP BY GROUPING SETS ({', '.join(sets)})"
-        if known:
-            # Every codelist known: the cell id (the mixed-radix number of the positions) is
-            # computed in the engine, and only ids and values come back.
-            shape = [len(h) for h in hiers]  # type: ignore[arg-type]
+        if hiers is not None:
+            shape = [len(h) for h in hiers]
             strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
             terms = []
             keeps = []
@@ -544,43 +574,54 @@ class _Plan:
             outer = ", ".join(self.q(n) for n in names)
             sql = (f"SELECT {' + '.join(terms)} AS _ts_id, {outer} FROM ({sql}) t"
                    + (f" WHERE {' AND '.join(keeps)}" if keeps else ""))
-        from tabsafe import progress
+        return sql, len(sets), groups
 
-        progress.report("tabulation", variables=" × ".join(self.spec.by), grouping_sets=len(sets))
-        result = self.s.run(sql)
-        progress.report("tabulation", variables=" × ".join(self.spec.by), result_rows=result.num_rows)
+    def _known_cells(self, result: pa.Table, hiers: Sequence[Hierarchy | None], dims: Sequence[Dimension] | None,
+                     records: str, n_rows: int) -> tuple[Sequence[Dimension], np.ndarray, np.ndarray]:
+        """The dimensions, cell ids and rows kept when every codelist is known (the engine computed
+        the ids); without a filter, a grand total short of the records means rows lost in a code
+        join: :meth:`_find_lost_rows` names them."""
+        cell = to_numpy(result.column("_ts_id")).astype(np.int64, copy=False)
+        if dims is None:
+            dims = [Dimension(v, h) for v, h in zip(self.spec.by, hiers)]  # type: ignore[arg-type]
+            grand = to_numpy(result.column(records))[cell == 0]
+            if (int(grand[0]) if grand.size else 0) != n_rows:
+                self._find_lost_rows(hiers)
+        return dims, cell, np.ones(result.num_rows, dtype=bool)
 
-        if known:
-            assert dims is not None or all(h is not None for h in hiers)
-            cell = to_numpy(result.column("_ts_id")).astype(np.int64, copy=False)
-            if dims is None:
-                dims = [Dimension(v, h) for v, h in zip(self.spec.by, hiers)]  # type: ignore[arg-type]
-                grand = to_numpy(result.column(names[1] if weight is not None else "count"))[cell == 0]
-                if (int(grand[0]) if grand.size else 0) != n_rows:
-                    self._find_lost_rows(hiers)
-            keep = np.ones(result.num_rows, dtype=bool)
-        else:
-            gid = to_numpy(result.column("_ts_gid")).astype(np.int64)
-            if dims is None:
-                dims = self._dimensions_from_result(result, gid, groups, hiers, n_rows,
-                                                    records="_ts_records" if weight is not None else "count")
-                self._check_size([len(d) for d in dims])
-            shape = [len(d) for d in dims]
-            strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
-            cell = np.zeros(result.num_rows, dtype=np.int64)
-            keep = np.ones(result.num_rows, dtype=bool)
-            for i, (d, stride) in enumerate(zip(dims, strides)):
-                if hiers[i] is None:
-                    # Codes → display positions; not grouped means the total, at position 0.
-                    import pyarrow.compute as pc  # only for codelists taken from the data
+    def _found_cells(self, result: pa.Table, hiers: Sequence[Hierarchy | None], dims: Sequence[Dimension] | None,
+                     groups: Sequence[Sequence[str]], aliases: Sequence[Sequence[str]], records: str,
+                     n_rows: int) -> tuple[Sequence[Dimension], np.ndarray, np.ndarray]:
+        """The dimensions, cell ids and rows kept when some codelist comes from the data: codes
+        are validated from the single-variable grouping sets of the pass, then placed; a row of
+        a padded level (-1, unbalanced hierarchies) is dropped."""
+        gid = to_numpy(result.column("_ts_gid")).astype(np.int64)
+        if dims is None:
+            dims = self._dimensions_from_result(result, gid, groups, hiers, n_rows, records=records)
+            self._check_size([len(d) for d in dims])
+        shape = [len(d) for d in dims]
+        strides = np.cumprod([1] + shape[::-1])[:-1][::-1].tolist()
+        cell = np.zeros(result.num_rows, dtype=np.int64)
+        keep = np.ones(result.num_rows, dtype=bool)
+        for i, (d, stride) in enumerate(zip(dims, strides)):
+            if hiers[i] is None:
+                # Codes → display positions; not grouped means the total, at position 0.
+                import pyarrow.compute as pc  # only for codelists taken from the data
 
-                    pos = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(d.hierarchy.order)), fill=0)
-                else:
-                    levels = [to_numpy(result.column(c), fill=0) for c in aliases[i]]
-                    stacked = np.stack(levels)
-                    keep &= ~np.any(stacked == -1, axis=0)
-                    pos = stacked.max(axis=0)  # at most one level is grouped (> 0) in each row
-                cell += pos.astype(np.int64) * stride
+                pos = to_numpy(pc.index_in(result.column(f"d{i}"), value_set=strings(d.hierarchy.order)), fill=0)
+            else:
+                levels = [to_numpy(result.column(c), fill=0) for c in aliases[i]]
+                stacked = np.stack(levels)
+                keep &= ~np.any(stacked == -1, axis=0)
+                pos = stacked.max(axis=0)  # at most one level is grouped (> 0) in each row
+            cell += pos.astype(np.int64) * stride
+        return dims, cell, keep
+
+    def _cell_values(self, result: pa.Table, names: Sequence[str], cell: np.ndarray,
+                     keep: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
+        """The kept rows' cell ids and values: counts as int64, sums as the float nearest their
+        exact sum, the cell key as ``frac`` of its integer over the scale; cells whose values are
+        all zero (inner cells given as explicit zeros) are implied, not stored."""
         values: dict[str, np.ndarray] = {}
         for n in names:
             col = result.column(n)
@@ -600,8 +641,13 @@ class _Plan:
         if not nonzero.all():  # inner cells given as explicit zeros: implied, not stored
             cell = cell[nonzero]
             values = {n: arr[nonzero] for n, arr in values.items()}
-        if key is not None:
-            values["ckey"] = values["ckey_int"] / key.scale
+        if self.spec.key is not None:
+            values["ckey"] = values["ckey_int"] / self.spec.key.scale
+        return cell, values
+
+    def _table_meta(self) -> dict[str, Any]:
+        """The table's metadata: source, filter, engine, and the key, sums and weight it used."""
+        key = self.spec.key
         meta: dict[str, Any] = {
             "source": self.where_src,
             "where": self.spec.where.to_text() if self.spec.where is not None else None,
@@ -613,7 +659,7 @@ class _Plan:
             meta["sum_digits"] = self.spec.sum_digits
         if self.weight is not None:
             meta["weight"] = self.weight
-        return Table.from_cells(dims, cell, values, meta, sort=True)
+        return meta
 
     def _find_lost_rows(self, hiers: Sequence[Hierarchy | None]) -> None:
         """Rows lost in a code join: unknown codes or missing values. Find and name them."""

@@ -386,78 +386,111 @@ def restore_additivity(
     prog = _Program.build(table, table.ids[free_rows], fixed, fixed_margins, z_table, js=js)
     a = np.maximum(prog.z[prog.inner], prog.floor[prog.inner])
     values = prog.values(a)
-    notes: list[str] = []
-    programs, sweeps = 0, 0
-    lower: float | None = None
-    bound_kind: str | None = None
-    status = "feasible"
     if np.array_equal(values, prog.z) and prog.constant == 0 and np.array_equal(a, prog.z[prog.inner]):
-        status, lower, bound_kind = "unchanged", 0.0, "lp"
-        notes.append("the table was additive already")
+        search = _Search(a=a, values=values, best=0.0, lower=0.0, bound_kind="lp", status="unchanged",
+                         notes=("the table was additive already",))
     else:
-        # the LP relaxation bounds the distance and is integral or nearly so: its inner cells
-        # rounded (margins by addition) are the first table, optimal when nothing was fractional
-        lower, guide, fractional = None, None, np.zeros(0, dtype=np.int64)
-        if prog.ids.size <= LP_MAX_CELLS:
-            lower, guide, fractional = _relaxation(prog, values,
-                                                   time_limit=max(1.0, 0.5 * (deadline - time.monotonic())))
-        else:
-            notes.append(f"no LP relaxation (and no bound) for a program of {prog.ids.size:,} cells "
-                         f"(above {LP_MAX_CELLS:,})")
-        bound_kind = "lp" if lower is not None else None
-        focus = None
-        if guide is not None and prog.objective(prog.values(guide)) < prog.objective(values):
-            a, values = guide, prog.values(guide)
-            focus = fractional
-            if fractional.size:
-                notes.append(f"started from the LP relaxation's inner cells rounded to integers "
-                             f"({fractional.size:,} of {a.size:,} were fractional)")
-        best = prog.objective(values)
-        if guide is None:
-            # without an LP to start from: each inner cell to its best value with the others
-            # fixed, sweep after sweep (cheap, and most of the way; after the rounded LP it would
-            # only lead the exact parts into a worse corner) ...
-            share = time.monotonic() + 0.5 * (deadline - time.monotonic())
-            before = best
-            best, descents = _descend(prog, values, share, max_sweeps)
-            a = values[prog.inner]
-            if best < before:
-                notes.append(f"cell-by-cell descent: {before - best:,.0f} closer in {descents} sweep(s)")
-        if lower is not None and best <= lower + 0.5:
-            pass  # optimal
-        elif a.size <= direct_cells:
-            # ... then the whole program exactly
-            new, sol = prog.solve_part(np.flatnonzero(prog.inner), values, time_limit=deadline - time.monotonic())
-            programs = 1
-            if new is not None and prog.objective(prog.values(new)) < best:
-                a, values = new, prog.values(new)
-                best = prog.objective(values)
-            if sol.bound is not None and (lower is None or math.ceil(sol.bound - 1e-6) + prog.constant > lower):
-                lower, bound_kind = float(math.ceil(sol.bound - 1e-6)) + prog.constant, "mip"
-        else:
-            # ... or part by part, each part exactly with the rest fixed
-            best, programs, sweeps = _improve(prog, values, _parts(prog, part_cells, focus), deadline, lower,
-                                              max_sweeps)
-            what = "the fractional inner cells" if focus is not None else "the inner cells"
-            notes.append(f"improved {what} in parts of at most {part_cells:,} (slices of {_longest(table)!r}), each "
-                         f"exact with the rest of the table fixed: {programs:,} programs in {sweeps} sweep(s)"
-                         + (" (the most max_sweeps allows)" if sweeps == max_sweeps else ""))
-            a = values[prog.inner]
-        if lower is not None and best <= lower + 0.5:
-            status = "optimal"
+        search = _start(prog, a, values, deadline, max_sweeps)
+        search = _finish(prog, search, table, deadline, part_cells=part_cells, direct_cells=direct_cells,
+                         max_sweeps=max_sweeps)
+    status, notes = search.status, list(search.notes)
     if status != "optimal" and time.monotonic() >= deadline:
         # the work done depends on the machine's speed: say so rather than change results silently
         status = "time limit"
         notes.append(f"stopped by its time limit ({time_limit:g} s) before proving this the nearest table: "
                      "another machine may find another; a larger time_limit may find a nearer one")
+    a = search.a
     cells, released = totals_from_inner(table, prog.ids[prog.inner], a)
     original = np.zeros(cells.n_stored, dtype=np.int64)
     src = table.rows_of(cells.ids)
     original[src >= 0] = z_table[src[src >= 0]]
     distance = int(np.abs(released - original).sum())
     return AdditivityResult(cells=cells, values=released, distance=distance, objective=prog.objective(prog.values(a)),
-                            lower_bound=lower, bound_kind=bound_kind, status=status, programs=programs, sweeps=sweeps,
-                            seconds=time.monotonic() - started, notes=tuple(notes))
+                            lower_bound=search.lower, bound_kind=search.bound_kind, status=status,
+                            programs=search.programs, sweeps=search.sweeps, seconds=time.monotonic() - started,
+                            notes=tuple(notes))
+
+
+@dataclass(frozen=True, eq=False)
+class _Search:
+    """Where the search for the nearest additive table stands: the inner cells ``a`` and the
+    whole table's ``values`` (margins by addition), their objective ``best``, the lower bound
+    and its kind (``"lp"``, ``"mip"``), the fractional inner cells of the LP to improve first
+    (``focus``), the programs and sweeps run, and the notes for the report."""
+
+    a: np.ndarray
+    values: np.ndarray
+    best: float
+    lower: float | None = None
+    bound_kind: str | None = None
+    focus: np.ndarray | None = None
+    programs: int = 0
+    sweeps: int = 0
+    status: str = "feasible"
+    notes: tuple[str, ...] = ()
+
+
+def _start(prog: _Program, a: np.ndarray, values: np.ndarray, deadline: float, max_sweeps: int | None) -> _Search:
+    """The first table (module docstring, "How it is solved"): the LP relaxation bounds the
+    distance and is integral or nearly so — its inner cells rounded (margins by addition) are the
+    first table, optimal when nothing was fractional. Without an LP (too large), each inner cell
+    to its best value with the others fixed, sweep after sweep (cheap, and most of the way; after
+    the rounded LP it would only lead the exact parts into a worse corner)."""
+    notes: list[str] = []
+    lower, guide, fractional = None, None, np.zeros(0, dtype=np.int64)
+    if prog.ids.size <= LP_MAX_CELLS:
+        lower, guide, fractional = _relaxation(prog, values, time_limit=max(1.0, 0.5 * (deadline - time.monotonic())))
+    else:
+        notes.append(f"no LP relaxation (and no bound) for a program of {prog.ids.size:,} cells "
+                     f"(above {LP_MAX_CELLS:,})")
+    focus = None
+    if guide is not None and prog.objective(prog.values(guide)) < prog.objective(values):
+        a, values = guide, prog.values(guide)
+        focus = fractional
+        if fractional.size:
+            notes.append(f"started from the LP relaxation's inner cells rounded to integers "
+                         f"({fractional.size:,} of {a.size:,} were fractional)")
+    best = prog.objective(values)
+    if guide is None:
+        share = time.monotonic() + 0.5 * (deadline - time.monotonic())
+        before = best
+        best, descents = _descend(prog, values, share, max_sweeps)  # improves values in place
+        a = values[prog.inner]
+        if best < before:
+            notes.append(f"cell-by-cell descent: {before - best:,.0f} closer in {descents} sweep(s)")
+    return _Search(a=a, values=values, best=best, lower=lower, bound_kind="lp" if lower is not None else None,
+                   focus=focus, notes=tuple(notes))
+
+
+def _finish(prog: _Program, search: _Search, table: Table, deadline: float, *, part_cells: int, direct_cells: int,
+            max_sweeps: int | None) -> _Search:
+    """Unless the first table meets the bound: the whole program exactly when it has at most
+    ``direct_cells`` free inner cells, else improved part by part, each part exact with the rest
+    of the table fixed (module docstring); optimal when the distance reaches the lower bound."""
+    a, values, best = search.a, search.values, search.best
+    lower, bound_kind = search.lower, search.bound_kind
+    programs, sweeps, notes = 0, 0, list(search.notes)
+    if lower is not None and best <= lower + 0.5:
+        pass  # optimal
+    elif a.size <= direct_cells:
+        new, sol = prog.solve_part(np.flatnonzero(prog.inner), values, time_limit=deadline - time.monotonic())
+        programs = 1
+        if new is not None and prog.objective(prog.values(new)) < best:
+            a, values = new, prog.values(new)
+            best = prog.objective(values)
+        if sol.bound is not None and (lower is None or math.ceil(sol.bound - 1e-6) + prog.constant > lower):
+            lower, bound_kind = float(math.ceil(sol.bound - 1e-6)) + prog.constant, "mip"
+    else:
+        best, programs, sweeps = _improve(prog, values, _parts(prog, part_cells, search.focus), deadline, lower,
+                                          max_sweeps)  # improves values in place
+        what = "the fractional inner cells" if search.focus is not None else "the inner cells"
+        notes.append(f"improved {what} in parts of at most {part_cells:,} (slices of {_longest(table)!r}), each "
+                     f"exact with the rest of the table fixed: {programs:,} programs in {sweeps} sweep(s)"
+                     + (" (the most max_sweeps allows)" if sweeps == max_sweeps else ""))
+        a = values[prog.inner]
+    status = "optimal" if lower is not None and best <= lower + 0.5 else "feasible"
+    return _Search(a=a, values=values, best=best, lower=lower, bound_kind=bound_kind, focus=search.focus,
+                   programs=programs, sweeps=sweeps, status=status, notes=tuple(notes))
 
 
 def restore_release(

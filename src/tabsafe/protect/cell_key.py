@@ -455,32 +455,12 @@ def _interp_noise(ptable: PTable, a: np.ndarray, keys: np.ndarray) -> np.ndarray
     return v
 
 
-def perturb_magnitudes(
-    values: np.ndarray,
-    cell_keys: np.ndarray,
-    params: MagnitudeParams,
-    *,
-    contributions: np.ndarray | None = None,
-    sensitive: np.ndarray | None = None,
-) -> np.ndarray:
-    """Perturbed magnitudes by the flex design of R cellKey (``.perturb_cell_flex``).
-
-    For each cell the ``top_k`` largest contributions are treated in turn (see
-    :class:`MagnitudeParams` for the formula); each adds ``x_hat_k`` to the running value and
-    the result is ``value + sum_k x_hat_k``. A cell with key 0 (no contributors) or value 0 is
-    left unchanged. Contribution ``k`` uses the cell key scrambled ``k - 1`` times.
-
-    Args:
-        values: the cell values (sums), one per cell.
-        cell_keys: the cell keys in ``[0, 1)``.
-        params: magnitude noise parameters.
-        contributions: the ``top_k`` largest contributions per cell, shape ``(cells, top_k)``,
-            missing ones as 0; by default the cell value itself (cellKey ``type = "sum"``).
-        sensitive: cells that get the extra amount ``mu_c``; by default none.
-
-    Returns:
-        float64 perturbed values.
-    """
+def _magnitude_inputs(values: np.ndarray, cell_keys: np.ndarray, params: MagnitudeParams,
+                      contributions: np.ndarray | None,
+                      sensitive: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The inputs of :func:`perturb_magnitudes` checked and as arrays: the values, the cell keys,
+    the ``(cells, top_k)`` contributions (the value itself when none are given and ``top_k`` is
+    1) and the sensitive mask (none by default); one error line naming what is wrong."""
     where = "perturb_magnitudes"
     if not isinstance(params, MagnitudeParams):
         raise _bad(where, f"params must be a MagnitudeParams; got {type(params).__name__}")
@@ -509,6 +489,37 @@ def perturb_magnitudes(
         sens = np.asarray(sensitive, dtype=bool)
         if sens.shape != x0.shape:
             raise _bad(where, f"sensitive has shape {sens.shape} but values has shape {x0.shape}")
+    return x0, ck, contrib, sens
+
+
+def perturb_magnitudes(
+    values: np.ndarray,
+    cell_keys: np.ndarray,
+    params: MagnitudeParams,
+    *,
+    contributions: np.ndarray | None = None,
+    sensitive: np.ndarray | None = None,
+) -> np.ndarray:
+    """Perturbed magnitudes by the flex design of R cellKey (``.perturb_cell_flex``).
+
+    For each cell the ``top_k`` largest contributions are treated in turn (see
+    :class:`MagnitudeParams` for the formula); each adds ``x_hat_k`` to the running value and
+    the result is ``value + sum_k x_hat_k``. A cell with key 0 (no contributors) or value 0 is
+    left unchanged. Contribution ``k`` uses the cell key scrambled ``k - 1`` times.
+
+    Args:
+        values: the cell values (sums), one per cell.
+        cell_keys: the cell keys in ``[0, 1)``.
+        params: magnitude noise parameters.
+        contributions: the ``top_k`` largest contributions per cell, shape ``(cells, top_k)``,
+            missing ones as 0; by default the cell value itself (cellKey ``type = "sum"``).
+        sensitive: cells that get the extra amount ``mu_c``; by default none.
+
+    Returns:
+        float64 perturbed values.
+    """
+    x0, ck, contrib, sens = _magnitude_inputs(values, cell_keys, params, contributions, sensitive)
+    k = params.top_k
     keys = _scrambled_keys(ck, k, bool(params.same_key), int(params.key_digits))
     mult = flex_multiplier(contrib, params)
     ps = float(params.p_small)

@@ -211,83 +211,129 @@ def feasibility_intervals(
     suppressed = np.asarray(suppressed, dtype=bool)
     values = np.asarray(values, dtype=np.float64)
     lb = np.broadcast_to(np.asarray(lower, dtype=np.float64), (n,))
-    lo = np.full(n, np.nan)
-    hi = np.full(n, np.nan)
-    exact = np.zeros(n, dtype=bool)
-    holders: dict[int, np.ndarray] = {}
-    capacities: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    out = Intervals(np.full(n, np.nan), np.full(n, np.nan), {}, np.zeros(n, dtype=bool), {})
     target_mask = suppressed.copy() if targets is None else (np.asarray(targets, dtype=bool) & suppressed)
     req = np.zeros(n) if required is None else np.broadcast_to(np.asarray(required, dtype=np.float64), (n,))
     if certify and required is None:
         raise ValueError("certify needs the required widths")
     if not target_mask.any():
-        return Intervals(lo, hi, holders, exact)
-    S = np.flatnonzero(suppressed)
-    P = np.flatnonzero(~suppressed)
-    A_S = sp.csc_matrix(A[:, S])
-    rows = np.flatnonzero(np.diff(sp.csr_matrix(A_S).indptr))
-    A_S = sp.csr_matrix(A_S[rows])
-    b = -(A[rows][:, P] @ values[P]) if P.size else np.zeros(rows.size)
-    A_P = sp.csr_matrix(A[rows][:, P]) if P.size else None
-    room = values - lb  # how far each cell can move down: the capacities of narrow cells
+        return Intervals(out.lower, out.upper, out.holders, out.exact)
+    system = _Suppressed.of(A, values, suppressed, lb, req)
     total, done = int(target_mask.sum()), 0
-    for cols, crow in independent_parts(A_S):
-        cells = S[cols]
+    for cols, crow in independent_parts(system.A_S):
+        cells = system.S[cols]
         want = np.flatnonzero(target_mask[cells])
         if want.size == 0:
             continue
         if want.size > 64:  # a component worth a line: the audit of a large pattern takes minutes
             report("interval audit", done=done, total=total, component=int(cols.size))
         done += int(want.size)
-        if crow.size == 0:  # a cell in no relation: only its bounds are known
-            lo[cells[want]] = lb[cells[want]]
-            hi[cells[want]] = math.inf
-            exact[cells[want]] = True
-            continue
-        if cols.size == 1:  # one unknown in at least one equation: determined
-            lo[cells[want]] = hi[cells[want]] = values[cells[want]]
-            exact[cells[want]] = True
-            if req[cells[want]][0] > 0:
-                held = np.unique(A_P[crow].indices) if A_P is not None else np.zeros(0, dtype=np.int64)
-                holders[int(cells[want][0])] = P[held]
-            continue
-        sub = A_S[crow][:, cols]
-        solver = ExtremeSolver(sub, b[crow], lb[cells], np.full(cols.size, math.inf))
-        pool_lo = values[cells[want]].copy()
-        pool_hi = pool_lo.copy()
-        take = partial(widen, pool_lo, pool_hi, want)
+        if not _settle_small(system, out, cells, want, crow):
+            _component_intervals(system, out, cols, crow, want, certify=certify, done=done, total=total)
+    return out
 
-        if certify:
-            spread(sub, b[crow], lb[cells], np.full(cols.size, math.inf), values[cells], want,
-                   req[cells[want]], pool_lo, pool_hi)
-        for i, w in enumerate(want.tolist()):
-            cell = int(cells[w])
-            if certify and pool_hi[i] - pool_lo[i] >= req[cell] - _TOL:
-                continue
-            if i % 512 == 511:
-                report("interval audit", done=done - want.size + i, total=total, component=int(cols.size))
-            high = solver.extreme(w, maximize=True)
-            take(high.x)
-            if certify and (not math.isfinite(high.value) or pool_hi[i] - pool_lo[i] >= req[cell] - _TOL):
-                if not math.isfinite(high.value):
-                    pool_hi[i] = math.inf
-                continue  # its maximum alone leaves it wide enough: one program, not two
-            # a cell at its least value (a suppressed 1 when zeros are never suppressed) has that
-            # value as its minimum, held by its own bound and no published cell: no program
-            at_bound = values[cell] <= lb[cell]
-            low = None if at_bound else solver.extreme(w, maximize=False)
-            if low is not None:
-                take(low.x)
-            lo[cell], hi[cell] = (lb[cell] if low is None else low.value), high.value
-            exact[cell] = True
-            if req[cell] > 0 and hi[cell] - lo[cell] < req[cell] - _TOL:
-                idx, c = capacity(A, rows[crow], cell, room, suppressed, (low, high))
-                capacities[cell] = (idx, c)
-                holders[cell] = idx[~suppressed[idx]]
-        settled = ~exact[cells[want]]
-        lo[cells[want][settled]] = pool_lo[settled]
-        hi[cells[want][settled]] = pool_hi[settled]
-    return Intervals(lo, hi, holders, exact, capacities)
+
+@dataclass(frozen=True, eq=False)
+class _Suppressed:
+    """The audit's program (:func:`feasibility_intervals`): the relations ``A``, the suppressed
+    cells ``S`` and published ones ``P``, the rows holding a suppressed cell, those rows over the
+    suppressed cells (``A_S``) and over the published ones (``A_P``, None when none is) with the
+    right-hand sides ``b`` the published values give; per cell its true value, lower bound,
+    required width and room (how far it can move down: the capacities of narrow cells)."""
+
+    A: sp.csr_matrix
+    suppressed: np.ndarray
+    values: np.ndarray
+    lb: np.ndarray
+    req: np.ndarray
+    S: np.ndarray
+    P: np.ndarray
+    rows: np.ndarray
+    A_S: sp.csr_matrix
+    A_P: sp.csr_matrix | None
+    b: np.ndarray
+    room: np.ndarray
+
+    @classmethod
+    def of(cls, A: sp.csr_matrix, values: np.ndarray, suppressed: np.ndarray, lb: np.ndarray,
+           req: np.ndarray) -> _Suppressed:
+        S = np.flatnonzero(suppressed)
+        P = np.flatnonzero(~suppressed)
+        A_S = sp.csc_matrix(A[:, S])
+        rows = np.flatnonzero(np.diff(sp.csr_matrix(A_S).indptr))
+        A_S = sp.csr_matrix(A_S[rows])
+        b = -(A[rows][:, P] @ values[P]) if P.size else np.zeros(rows.size)
+        A_P = sp.csr_matrix(A[rows][:, P]) if P.size else None
+        return cls(A, suppressed, values, lb, req, S, P, rows, A_S, A_P, b, values - lb)
+
+
+def _settle_small(system: _Suppressed, out: Intervals, cells: np.ndarray, want: np.ndarray,
+                  crow: np.ndarray) -> bool:
+    """Settle a component that needs no program, writing into ``out``: a cell in no relation
+    (only its bounds are known) or one unknown in at least one equation (determined, held by the
+    published cells of its relations). False when the component needs programs."""
+    if crow.size == 0:  # a cell in no relation: only its bounds are known
+        out.lower[cells[want]] = system.lb[cells[want]]
+        out.upper[cells[want]] = math.inf
+        out.exact[cells[want]] = True  # type: ignore[index]
+        return True
+    if cells.size == 1:  # one unknown in at least one equation: determined
+        out.lower[cells[want]] = out.upper[cells[want]] = system.values[cells[want]]
+        out.exact[cells[want]] = True  # type: ignore[index]
+        if system.req[cells[want]][0] > 0:
+            A_P = system.A_P
+            held = np.unique(A_P[crow].indices) if A_P is not None else np.zeros(0, dtype=np.int64)
+            out.holders[int(cells[want][0])] = system.P[held]  # type: ignore[index]
+        return True
+    return False
+
+
+def _component_intervals(system: _Suppressed, out: Intervals, cols: np.ndarray, crow: np.ndarray, want: np.ndarray,
+                         *, certify: bool, done: int, total: int) -> None:
+    """The intervals of the wanted cells of one component (columns ``cols`` of ``A_S``, rows
+    ``crow``), written into ``out``: each cell's maximum and minimum by one warm-started program
+    (METHODS.md §10); with ``certify``, programs only for cells not yet shown wide enough by the
+    optimal points seen so far (their bounds are then inner bounds, ``exact`` false). A cell
+    narrower than required gets its capacities and holders (:func:`capacity`)."""
+    cells = system.S[cols]
+    values, lb, req = system.values, system.lb, system.req
+    lo, hi, exact = out.lower, out.upper, out.exact
+    assert exact is not None
+    sub = system.A_S[crow][:, cols]
+    solver = ExtremeSolver(sub, system.b[crow], lb[cells], np.full(cols.size, math.inf))
+    pool_lo = values[cells[want]].copy()
+    pool_hi = pool_lo.copy()
+    take = partial(widen, pool_lo, pool_hi, want)
+    if certify:
+        spread(sub, system.b[crow], lb[cells], np.full(cols.size, math.inf), values[cells], want,
+               req[cells[want]], pool_lo, pool_hi)
+    for i, w in enumerate(want.tolist()):
+        cell = int(cells[w])
+        if certify and pool_hi[i] - pool_lo[i] >= req[cell] - _TOL:
+            continue
+        if i % 512 == 511:
+            report("interval audit", done=done - want.size + i, total=total, component=int(cols.size))
+        high = solver.extreme(w, maximize=True)
+        take(high.x)
+        if certify and (not math.isfinite(high.value) or pool_hi[i] - pool_lo[i] >= req[cell] - _TOL):
+            if not math.isfinite(high.value):
+                pool_hi[i] = math.inf
+            continue  # its maximum alone leaves it wide enough: one program, not two
+        # a cell at its least value (a suppressed 1 when zeros are never suppressed) has that
+        # value as its minimum, held by its own bound and no published cell: no program
+        at_bound = values[cell] <= lb[cell]
+        low = None if at_bound else solver.extreme(w, maximize=False)
+        if low is not None:
+            take(low.x)
+        lo[cell], hi[cell] = (lb[cell] if low is None else low.value), high.value
+        exact[cell] = True
+        if req[cell] > 0 and hi[cell] - lo[cell] < req[cell] - _TOL:
+            idx, c = capacity(system.A, system.rows[crow], cell, system.room, system.suppressed, (low, high))
+            out.capacities[cell] = (idx, c)  # type: ignore[index]
+            out.holders[cell] = idx[~system.suppressed[idx]]  # type: ignore[index]
+    settled = ~exact[cells[want]]
+    lo[cells[want][settled]] = pool_lo[settled]
+    hi[cells[want][settled]] = pool_hi[settled]
 
 
 @dataclass(frozen=True, eq=False)

@@ -133,6 +133,21 @@ def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
     app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint),
                                     settings.limits.answers_kept)
 
+    _add_error_handlers(app)
+    app.include_router(router)
+    app.include_router(web)
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.add_middleware(BodyLimit, limit=settings.limits.max_body_bytes)
+    return app
+
+
+def _add_error_handlers(app: FastAPI) -> None:
+    """Every error as one JSON body ``{"error": {"type", "message", …}}`` with its status: the
+    service's refusals, tabsafe's errors (4xx, 413 for a table too large; with a query the
+    builder can answer instead when it has one), invalid requests (422, the first problem with its
+    place), unknown routes, and anything else as a logged 500 that shows nothing of it. Requests
+    to the table endpoint are audited (:func:`_audit`)."""
+
     @app.exception_handler(ServiceError)
     async def service_error(request: Request, exc: ServiceError) -> JSONResponse:
         if exc.status != 409:  # refusals are audited by the route with their rules
@@ -183,12 +198,6 @@ def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
         log.exception("internal error")
         _audit(request, 500, "internal", type(exc).__name__)
         return _error(500, "internal", "internal error (logged)")
-
-    app.include_router(router)
-    app.include_router(web)
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
-    app.add_middleware(BodyLimit, limit=settings.limits.max_body_bytes)
-    return app
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

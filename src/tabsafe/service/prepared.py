@@ -234,11 +234,51 @@ def prepare(settings: Any) -> Path:
     Written to a temporary folder and moved into place whole, so a server never sees half a
     preparation.
     """
+    src = settings.records_path
+    table = _read_records(src)
+    variables, geography = _catalogue(settings, table.column_names)
+    key_spec = chain_key(settings)
+    k = _record_key_units(table, key_spec, src)
+    codes = _leaf_positions(table, variables, src)
+    numeric, values, observed = _numeric_columns(table, dict(settings.numeric), variables, key_spec.column, src)
+    order = np.argsort(codes[geography], kind="stable") if geography else np.arange(table.num_rows)
+    out_dir = settings.prepared_path
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        _save_arrays(tmp, order, codes, k, values, observed, numeric)
+        if geography:
+            g = codes[geography][order]
+            n_leaves = len(variables[geography].hierarchy.leaves)
+            np.save(tmp / "blocks.npy", np.searchsorted(g, np.arange(n_leaves + 1), side="left").astype(np.int64))
+        manifest = {
+            "format": FORMAT,
+            "source": {"path": str(src), "sha256": _sha256(src)},
+            "records": table.num_rows,
+            "key": {"scale": key_spec.scale, "meta": {"column": key_spec.column, "digits": key_spec.digits,
+                                                      "modulus": key_spec.modulus}},
+            "geography": geography,
+            "variables": {
+                name: {"parents": dict(v.hierarchy.parents), "order": list(v.hierarchy.order),
+                       "levels": list(v.levels), "labels": dict(v.labels), "recode_level": v.recode_level}
+                for name, v in variables.items()
+            },
+            "numeric": numeric,
+        }
+        (tmp / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
+        _replace_folder(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir
+
+
+def _read_records(src: Path) -> Any:
+    """The records file as an Arrow table: one :class:`InputError` line when it is missing,
+    unreadable, empty or above :data:`MAX_RECORDS` rows."""
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.parquet as pq
 
-    src = settings.records_path
     if not src.is_file():
         raise InputError("no such file", where=str(src))
     try:
@@ -250,9 +290,12 @@ def prepare(settings: Any) -> Path:
         raise InputError("the records are empty", where=str(src))
     if n > MAX_RECORDS:
         raise InputError(f"at most {MAX_RECORDS:,} records can be served; got {n:,}", where=str(src))
-    variables, geography = _catalogue(settings, table.column_names)
+    return table
 
-    key_spec = chain_key(settings)
+
+def _record_key_units(table: Any, key_spec: Any, src: Path) -> np.ndarray:
+    """Each record's key in whole units of the key's scale (an integer key as given), as the
+    engines' SQL rounds them (planner; METHODS.md §2); refuses missing keys and keys out of range."""
     if key_spec.column not in table.column_names:
         raise InputError(f"the records have no record-key column {key_spec.column!r}", where=str(src))
     rk = table.column(key_spec.column).to_numpy(zero_copy_only=False).astype(float)
@@ -262,6 +305,14 @@ def prepare(settings: Any) -> Path:
     k = round_half_away(rk * (1 if key_spec.modulus else scale))
     if k.min() < 0 or k.max() >= scale:
         raise InputError(f"record key column {key_spec.column!r} has values outside its range", where=str(src))
+    return k
+
+
+def _leaf_positions(table: Any, variables: Mapping[str, Variable], src: Path) -> dict[str, np.ndarray]:
+    """Each variable's records as positions in its codelist's leaves, in the smallest unsigned
+    type that holds them; refuses missing values and codes outside the codelist."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
 
     codes: dict[str, np.ndarray] = {}
     for name, var in variables.items():
@@ -276,14 +327,23 @@ def prepare(settings: Any) -> Path:
         pos = idx.to_numpy()
         dtype = np.uint8 if len(leaves) <= 256 else np.uint16 if len(leaves) <= 65536 else np.uint32
         codes[name] = np.asarray(pos).astype(dtype)
+    return codes
 
-    numeric_cfg = dict(settings.numeric)
+
+def _numeric_columns(table: Any, numeric_cfg: Mapping[str, Any], variables: Mapping[str, Variable],
+                     key_column: str, src: Path) -> tuple[dict[str, dict[str, Any]], dict[str, np.ndarray],
+                                                          dict[str, np.ndarray]]:
+    """The numeric variables (the configured ones, else every numeric column that is no variable,
+    key or id): per name its description (flex point, label, digits), its values with missing as
+    0 (for sums) and as observed (NaN for filters, as the engines' SQL sees them)."""
+    import pyarrow as pa
+
     numeric: dict[str, dict[str, Any]] = {}
     values: dict[str, np.ndarray] = {}
     observed: dict[str, np.ndarray] = {}
     candidates = list(numeric_cfg) or [
         c for c in table.column_names
-        if c not in variables and c != key_spec.column and not c.endswith("_id") and c != "id"
+        if c not in variables and c != key_column and not c.endswith("_id") and c != "id"
         and (pa.types.is_floating(table.column(c).type) or pa.types.is_integer(table.column(c).type))
     ]
     for name in candidates:
@@ -302,56 +362,40 @@ def prepare(settings: Any) -> Path:
             label = name
         numeric[name] = {"flex_point": fp, "label": label, "digits": 2}
         values[name] = x
+    return numeric, values, observed
 
-    order = np.argsort(codes[geography], kind="stable") if geography else np.arange(n)
-    out_dir = settings.prepared_path
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
-        for name, c in codes.items():
-            np.save(tmp / f"codes_{name}.npy", c[order])
-        ks = k[order]
-        np.save(tmp / "key_lo.npy", (ks & ((1 << SPLIT) - 1)).astype(np.float64))
-        np.save(tmp / "key_hi.npy", (ks >> SPLIT).astype(np.float64))
-        np.save(tmp / "key_cum.npy", np.concatenate([[0], np.cumsum(ks)]).astype(np.int64))
-        for name, x in values.items():
-            xs = x[order]
-            fixed = round_half_away(xs * 10 ** numeric[name]["digits"])
-            hi = np.floor_divide(fixed, 1 << SPLIT)
-            np.save(tmp / f"value_{name}.npy", observed[name][order])
-            np.save(tmp / f"fixed_lo_{name}.npy", (fixed - hi * (1 << SPLIT)).astype(np.float64))
-            np.save(tmp / f"fixed_hi_{name}.npy", hi.astype(np.float64))
-        if geography:
-            g = codes[geography][order]
-            n_leaves = len(variables[geography].hierarchy.leaves)
-            np.save(tmp / "blocks.npy", np.searchsorted(g, np.arange(n_leaves + 1), side="left").astype(np.int64))
-        manifest = {
-            "format": FORMAT,
-            "source": {"path": str(src), "sha256": _sha256(src)},
-            "records": n,
-            "key": {"scale": scale, "meta": {"column": key_spec.column, "digits": key_spec.digits,
-                                              "modulus": key_spec.modulus}},
-            "geography": geography,
-            "variables": {
-                name: {"parents": dict(v.hierarchy.parents), "order": list(v.hierarchy.order),
-                       "levels": list(v.levels), "labels": dict(v.labels), "recode_level": v.recode_level}
-                for name, v in variables.items()
-            },
-            "numeric": numeric,
-        }
-        (tmp / "manifest.json").write_text(json.dumps(manifest), encoding="utf-8")
-        if out_dir.exists():
-            old = out_dir.with_name(out_dir.name + ".old")
-            shutil.rmtree(old, ignore_errors=True)
-            os.replace(out_dir, old)
-            os.replace(tmp, out_dir)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return out_dir
+
+def _save_arrays(folder: Path, order: np.ndarray, codes: Mapping[str, np.ndarray], k: np.ndarray,
+                 values: Mapping[str, np.ndarray], observed: Mapping[str, np.ndarray],
+                 numeric: Mapping[str, Mapping[str, Any]]) -> None:
+    """The record arrays in ``order`` as ``.npy`` files: codes, the keys split at :data:`SPLIT`
+    bits (and their running sum), each numeric variable as observed and in fixed point split
+    likewise, so float64 bincounts stay exact."""
+    for name, c in codes.items():
+        np.save(folder / f"codes_{name}.npy", c[order])
+    ks = k[order]
+    np.save(folder / "key_lo.npy", (ks & ((1 << SPLIT) - 1)).astype(np.float64))
+    np.save(folder / "key_hi.npy", (ks >> SPLIT).astype(np.float64))
+    np.save(folder / "key_cum.npy", np.concatenate([[0], np.cumsum(ks)]).astype(np.int64))
+    for name, x in values.items():
+        xs = x[order]
+        fixed = round_half_away(xs * 10 ** numeric[name]["digits"])
+        hi = np.floor_divide(fixed, 1 << SPLIT)
+        np.save(folder / f"value_{name}.npy", observed[name][order])
+        np.save(folder / f"fixed_lo_{name}.npy", (fixed - hi * (1 << SPLIT)).astype(np.float64))
+        np.save(folder / f"fixed_hi_{name}.npy", hi.astype(np.float64))
+
+
+def _replace_folder(tmp: Path, out_dir: Path) -> None:
+    """Move the finished folder ``tmp`` to ``out_dir``, replacing an earlier preparation whole."""
+    if out_dir.exists():
+        old = out_dir.with_name(out_dir.name + ".old")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(out_dir, old)
+        os.replace(tmp, out_dir)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(tmp, out_dir)
 
 
 def open_prepared(settings: Any, *, prepare_if_missing: bool = True) -> Prepared:

@@ -259,36 +259,9 @@ def solve_part(problem: Problem, part: Part, effort: Effort) -> PartResult:
     allowed = _free_ranges(problem, F, part)
     if allowed is None:
         return PartResult(None, "infeasible")
-    lo_w, hi_w = allowed
-    warm = part.warm
-    w0 = a[F] // b - u if warm else np.zeros(F.size, dtype=np.int64)
-    over = np.maximum(w0 - hi_w, 0) if warm else np.zeros(F.size, dtype=np.int64)
-    under = np.maximum(lo_w - w0, 0) if warm else np.zeros(F.size, dtype=np.int64)
-    nz = r != 0
-    # y ("up to the next multiple", r != 0 only), p (further steps up), q (steps down), each with
-    # the bounds that keep w = y + p - q inside [lo_w, hi_w]
-    y_lo = (nz & (lo_w >= 1)).astype(np.int64)
-    y_hi = (nz & (hi_w >= 1)).astype(np.int64)
-    p_lo = np.maximum(lo_w - y_lo, 0)
-    p_hi = np.maximum(hi_w - y_hi, 0)
-    q_lo = np.maximum(-hi_w, 0)
-    q_hi = np.maximum(-lo_w, 0)
-    ypos = np.flatnonzero(nz & (y_hi > y_lo))
-    ppos = np.flatnonzero(p_hi > p_lo)
-    qpos = np.flatnonzero(q_hi > q_lo)
-    opos = np.flatnonzero(over > 0)
-    dpos = np.flatnonzero(under > 0)
-    # fixed parts of w (bounds equal) go to the right-hand side
-    w_fix = y_lo * (y_hi == y_lo) + p_lo * (p_hi == p_lo) - q_lo * (q_hi == q_lo)
-    w_base = w_fix + np.where(y_hi > y_lo, y_lo, 0) + np.where(p_hi > p_lo, p_lo, 0) \
-        - np.where(q_hi > q_lo, q_lo, 0)
-    blocks = [
-        (ypos, 1.0, np.ones(ypos.size), b - 2.0 * r[ypos]),
-        (ppos, 1.0, (p_hi - p_lo)[ppos].astype(float), np.full(ppos.size, float(b))),
-        (qpos, -1.0, (q_hi - q_lo)[qpos].astype(float), np.full(qpos.size, float(b))),
-        (opos, 1.0, over[opos].astype(float), np.full(opos.size, float(b + PENALTY))),
-        (dpos, -1.0, under[dpos].astype(float), np.full(dpos.size, float(b + PENALTY))),
-    ]
+    w0 = a[F] // b - u if part.warm else None
+    steps = _Steps.of(r, *allowed, w0, b)
+    blocks, w_base = steps.blocks, steps.w_base
     v = np.where(part.free, problem.u, a // b)
     v[F] += w_base
     rhs_all = -(A @ v)
@@ -313,19 +286,8 @@ def solve_part(problem: Problem, part: Part, effort: Effort) -> PartResult:
     c = np.concatenate([cost for _, _, _, cost in blocks])
     hi = np.concatenate([ub for _, _, ub, _ in blocks])
     integer = np.concatenate([~rel[pos] for pos, _, _, _ in blocks])
-    start = None
-    if warm:
-        dw = w0 - w_base
-        y = np.clip(dw, 0, 1) * (y_hi > y_lo)
-        rest_up = np.maximum(dw - y, 0)
-        p = np.minimum(rest_up, p_hi - p_lo)
-        o = rest_up - p
-        rest_down = np.maximum(-dw, 0)
-        q = np.minimum(rest_down, q_hi - q_lo)
-        d = rest_down - q
-        start = np.concatenate([y[ypos], p[ppos], q[qpos], o[opos], d[dpos]]).astype(np.float64)
     lp = LinearProgram(c, M, rhs, rhs, np.zeros(n), hi, integer=integer, offset=offset)
-    sol = _solve(lp, effort, start)
+    sol = _solve(lp, effort, steps.start(w0) if w0 is not None else None)
     if not sol.has_solution:
         return PartResult(None, sol.status, sol.bound, sol)
     x = np.rint(sol.x[:n]).astype(np.int64)
@@ -337,6 +299,70 @@ def solve_part(problem: Problem, part: Part, effort: Effort) -> PartResult:
     out[F] = b * (u + w)
     out[F[rel]] = a[F[rel]]
     return PartResult(out, sol.status, sol.bound, sol)
+
+
+@dataclass(frozen=True, eq=False)
+class _Steps:
+    """The step variables of :func:`solve_part` for the free cells (remainders ``r``): ``y`` ("up
+    to the next multiple", ``r != 0`` only), ``p`` (further steps up), ``q`` (steps down) with
+    the bounds that keep ``w = y + p − q`` inside ``[lo_w, hi_w]``, and, from a warm start
+    outside the range, ``o`` (over) and ``d`` (under) at cost ``b + PENALTY``. ``w_base`` holds
+    the fixed parts of ``w`` (bounds equal; the lower bounds of free ones); ``blocks`` each
+    variable's (positions, sign in ``w``, upper bound above its lower, cost per step)."""
+
+    y_lo: np.ndarray
+    y_hi: np.ndarray
+    p_lo: np.ndarray
+    p_hi: np.ndarray
+    q_lo: np.ndarray
+    q_hi: np.ndarray
+    over: np.ndarray
+    under: np.ndarray
+    w_base: np.ndarray
+    blocks: list[tuple[np.ndarray, float, np.ndarray, np.ndarray]]
+
+    @classmethod
+    def of(cls, r: np.ndarray, lo_w: np.ndarray, hi_w: np.ndarray, w0: np.ndarray | None, b: int) -> _Steps:
+        over = np.maximum(w0 - hi_w, 0) if w0 is not None else np.zeros(r.size, dtype=np.int64)
+        under = np.maximum(lo_w - w0, 0) if w0 is not None else np.zeros(r.size, dtype=np.int64)
+        nz = r != 0
+        y_lo = (nz & (lo_w >= 1)).astype(np.int64)
+        y_hi = (nz & (hi_w >= 1)).astype(np.int64)
+        p_lo = np.maximum(lo_w - y_lo, 0)
+        p_hi = np.maximum(hi_w - y_hi, 0)
+        q_lo = np.maximum(-hi_w, 0)
+        q_hi = np.maximum(-lo_w, 0)
+        ypos = np.flatnonzero(nz & (y_hi > y_lo))
+        ppos = np.flatnonzero(p_hi > p_lo)
+        qpos = np.flatnonzero(q_hi > q_lo)
+        opos = np.flatnonzero(over > 0)
+        dpos = np.flatnonzero(under > 0)
+        # fixed parts of w (bounds equal) go to the right-hand side
+        w_fix = y_lo * (y_hi == y_lo) + p_lo * (p_hi == p_lo) - q_lo * (q_hi == q_lo)
+        w_base = w_fix + np.where(y_hi > y_lo, y_lo, 0) + np.where(p_hi > p_lo, p_lo, 0) \
+            - np.where(q_hi > q_lo, q_lo, 0)
+        blocks = [
+            (ypos, 1.0, np.ones(ypos.size), b - 2.0 * r[ypos]),
+            (ppos, 1.0, (p_hi - p_lo)[ppos].astype(float), np.full(ppos.size, float(b))),
+            (qpos, -1.0, (q_hi - q_lo)[qpos].astype(float), np.full(qpos.size, float(b))),
+            (opos, 1.0, over[opos].astype(float), np.full(opos.size, float(b + PENALTY))),
+            (dpos, -1.0, under[dpos].astype(float), np.full(dpos.size, float(b + PENALTY))),
+        ]
+        return cls(y_lo, y_hi, p_lo, p_hi, q_lo, q_hi, over, under, w_base, blocks)
+
+    def start(self, w0: np.ndarray) -> np.ndarray:
+        """The step variables (in block order) of the warm start ``w0``: up to the next multiple
+        first, then further steps up (or down) within their bounds, the rest over (under)."""
+        dw = w0 - self.w_base
+        y = np.clip(dw, 0, 1) * (self.y_hi > self.y_lo)
+        rest_up = np.maximum(dw - y, 0)
+        p = np.minimum(rest_up, self.p_hi - self.p_lo)
+        o = rest_up - p
+        rest_down = np.maximum(-dw, 0)
+        q = np.minimum(rest_down, self.q_hi - self.q_lo)
+        d = rest_down - q
+        (ypos, *_), (ppos, *_), (qpos, *_), (opos, *_), (dpos, *_) = self.blocks
+        return np.concatenate([y[ypos], p[ppos], q[qpos], o[opos], d[dpos]]).astype(np.float64)
 
 
 def _solve_pulled(problem: Problem, part: Part, A: sp.csc_matrix, effort: Effort) -> PartResult:

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tabsafe.cli.common import say, say_seed, seed_int
+from tabsafe.cli.sides import plan_sides, write_sides
 from tabsafe.engines import DEFAULT_ENGINE, engine_names, get_engine
 from tabsafe.errors import InputError, reader_message
 
@@ -100,6 +101,7 @@ def run(args: argparse.Namespace) -> int:
         data_path = out.plan(args.out, kind="evaluation")
         report_path = out.plan(args.report, kind="evaluation", option="report") if args.report else None
         eval_path = out.plan(args.evaluation, kind="evaluation", option="evaluation") if args.evaluation else None
+        sides = plan_sides(out, args.out, [method])  # PRAM's transition matrix: publishable
         source = Microdata.from_file(args.data)
         subset = _subset(source, method.columns())
         if subset is not None:
@@ -117,7 +119,8 @@ def run(args: argparse.Namespace) -> int:
         if report_path is not None:
             payload = result.report.to_json(evaluation=True)
             out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
-    _say(args, result.report, n_records)
+        side_written = write_sides(out, sides, result.report)
+    _say(args, result.report, n_records, side_written)
     return 0
 
 
@@ -139,7 +142,7 @@ def _check_hierarchy(args: argparse.Namespace, cls: Any) -> None:
                      + (" (the geography levels are columns, named with --geography A,B,C)" if has_geo else ""))
 
 
-def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:
+def _say(args: argparse.Namespace, report: Any, n_records: int, sides: Sequence[Any] = ()) -> None:
     f = report.figures
     if "pairs" in f:
         say(f"{report.method}: {f['pairs']:,} swaps ({f['households_swapped']:,} of {f['households']:,} households, "
@@ -151,6 +154,8 @@ def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:
             quiet=args.quiet)
     say_seed(report.seed, given=args.seed, random=report.seed is not None, quiet=args.quiet,
              kept=f"report {args.report}" if args.report else None)
+    for path in sides:
+        say(f"wrote the transition matrix to {path} (it may be published)", quiet=args.quiet)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
 
@@ -235,6 +240,7 @@ def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any], engine:
     try:
         with Outputs(inputs=[*inputs, args.out, args.evaluation]) as out:
             report_path = out.plan(args.report, kind="evaluation", option="report") if args.report else None
+            sides = plan_sides(out, args.out, [method])
             result = method.perturb(Microdata.from_file(args.data), seed=args.seed, engine=engine)
             held = result.microdata.source
             try:
@@ -248,12 +254,14 @@ def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any], engine:
             if report_path is not None:
                 payload = result.report.to_json(evaluation=True)
                 out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
+            side_written = write_sides(out, sides, result.report)
             _commit_folders(written, True)
             ok = True
     finally:
         if not ok:
             _commit_folders(written, False)
-    _say(args, result.report, int(result.report.figures.get("records", 0)))
+    _say(args, result.report, int(result.report.figures.get("records", result.report.figures.get("units", 0))),
+         side_written)
     return 0
 
 

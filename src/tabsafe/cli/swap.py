@@ -10,6 +10,11 @@ flag per record (``swapped``, or ``changed`` for PRAM); ``--report`` writes the 
 with its private figures (also a private file), ``--evaluation`` what happened to each record.
 To publish tables, tabulate and protect the output, or chain the steps in one command:
 ``tabsafe protect DATA --by … --method targeted-swap,ckm …``.
+
+``--engine`` names an engine that holds the records elsewhere (Spark): the swapping methods run
+there (their :meth:`~tabsafe.method.MicrodataMethod.apply_on`, Parquet folders out); a method
+without such a form (PRAM, perturbation weights, over-imputation, sampling) runs in this process,
+as a chain's step does in ``tabsafe protect``, and writes the embedded engine's files.
 """
 
 from __future__ import annotations
@@ -51,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
                         help="the perturbed microdata (.csv or .parquet; private: internal data)")
     parser.add_argument("--engine", choices=engine_names(), default=DEFAULT_ENGINE,
                         help="duckdb: swap in this process (the default); spark: swap on Spark, area by area (the "
-                             "same swaps for the same seed; --out and --evaluation are then Parquet folders)")
+                             "same swaps for the same seed; --out and --evaluation are then Parquet folders); a "
+                             "method without a Spark form (pram, weights) runs in this process, as in tabsafe "
+                             "protect, with the same output")
     parser.add_argument("--report", metavar="FILE.json", help="also write the report as JSON (private figures too)")
     parser.add_argument("--evaluation", metavar="FILE", help="also write what happened to each record (private)")
     try:
@@ -94,7 +101,7 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the report is JSON: give a .json file", where=args.report)
     inputs = [args.data, getattr(method, "matrix", None)]
     engine = get_engine(getattr(args, "engine", DEFAULT_ENGINE))
-    if not engine.embedded:
+    if not engine.embedded and _has_form(method):
         return _run_spark(args, method, inputs, engine)
     with Outputs(inputs=inputs) as out:
         # every output is checked before any work; nothing is written unless everything is
@@ -121,7 +128,19 @@ def run(args: argparse.Namespace) -> int:
             out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
         side_written = write_sides(out, sides, result.report)
     _say(args, result.report, n_records, side_written)
+    if not engine.embedded:
+        say(f"note: {method.name} has no form for the {engine.name} engine: it ran in this process, as tabsafe "
+            f"protect --engine {engine.name} runs it, and wrote the embedded engine's output", quiet=args.quiet)
     return 0
+
+
+def _has_form(method: Any) -> bool:
+    """Whether the method has a form of its own for an engine that holds the records elsewhere
+    (:meth:`~tabsafe.method.MicrodataMethod.apply_on`: targeted and random swapping); one without
+    runs in this process, as a chain's microdata step does (:meth:`tabsafe.pipeline.Chain.run`)."""
+    from tabsafe.method import MicrodataMethod
+
+    return type(method).apply_on is not MicrodataMethod.apply_on
 
 
 def _check_hierarchy(args: argparse.Namespace, cls: Any) -> None:
@@ -286,10 +305,12 @@ def _subset(source: Any, columns: Sequence[str] | None) -> Any:
 
 def _with_flag(data: Any, flags: Any) -> Any:
     """The records with the method's per-record flag (``swapped``/``changed``) as a column; a
-    flag of an earlier run is replaced."""
+    flag of an earlier run is replaced. An evaluation that is not one flag per record (perturbation
+    weights': one row per household) goes to ``--evaluation`` only."""
     import pyarrow as pa
 
-    if flags is None or not flags.num_columns:
+    if flags is None or not flags.num_columns or flags.num_rows != data.num_rows \
+            or not pa.types.is_boolean(flags.schema.field(0).type):
         return data
     flag = flags.column_names[0]
     if flag in data.column_names:

@@ -117,6 +117,8 @@ class MicrodataOutcome:
         weight: the column of ``data`` that tables now count by (whole-number record weights,
             e.g. perturbation weights); None keeps the input's.
         figures, private, notes: as in :class:`Outcome`.
+        tables: publishable side tables by name (the report's ``tables``: PRAM's transition
+            matrix); a method names them in :attr:`Method.side_tables`.
     """
 
     data: pa.Table | Any  # or a Source: records an engine holds (a Spark DataFrame)
@@ -125,6 +127,7 @@ class MicrodataOutcome:
     figures: Mapping[str, Any] = field(default_factory=dict)
     private: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    tables: Mapping[str, Any] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -159,6 +162,9 @@ class Method:
     #: what the method promises with its default parameters (:mod:`tabsafe.capabilities`);
     #: :meth:`capabilities` refines it where a parameter changes a promise
     declared: ClassVar[Capabilities] = Capabilities()
+    #: names of the publishable side tables the method's report carries (``Report.tables``;
+    #: PRAM's ``transitions``): the CLI plans their files beside the output before any work
+    side_tables: ClassVar[tuple[str, ...]] = ()
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -323,7 +329,7 @@ class MicrodataMethod(Method):
         if not isinstance(out, MicrodataOutcome):
             raise TypeError(f"method {self.name!r}: apply() must return a MicrodataOutcome")
         report = Report(method=self.name, params=self.params(), seed=used, figures=out.figures,
-                        private=out.private, notes=out.notes)
+                        private=out.private, notes=out.notes, tables=out.tables)
         name = f"{microdata.source.describe()} ({self.name})"
         weight = out.weight or microdata.weight
         if hasattr(out.data, "describe"):  # records an engine holds (a Source)

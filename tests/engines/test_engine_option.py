@@ -10,6 +10,7 @@ as the process's active session. Which engine really tabulated is read from each
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,43 @@ def test_release_config_engine(spark, small_census, tmp_path, engines_used, caps
     engines_used.clear()
     assert _protect(tmp_path / "spark" / "release.yaml", tmp_path / "out-cli", "--engine", "duckdb") == 0
     assert engines_used == ["duckdb", "duckdb"]
+
+
+def test_audit_engine(spark, small_census, tmp_path, monkeypatch, capsys) -> None:
+    """``tabsafe audit SPEC --engine``: the counts are read by the engine named, and the slivers
+    (printed and written) are the same on both."""
+    import tabsafe.engines.planner as planner
+
+    used: list[str] = []
+    real = planner.grouped_counts
+
+    def spy(engine, *args, **kwargs):
+        used.append(engine.name)
+        return real(engine, *args, **kwargs)
+
+    monkeypatch.setattr(planner, "grouped_counts", spy)
+    # user-defined areas: an area's small areas and one of the next area's (seed 001 §1)
+    from tabsafe.model.hierarchy import Hierarchy
+
+    hrc = Hierarchy.from_hrc(small_census.directory / "hierarchies" / "small_area.hrc")
+    areas = [c for c in hrc.order if hrc.depth(c) == 2][:12]
+    small = {a: list(hrc.children(a)) for a in areas}
+    user = {f"U{a}": small[a] + small[areas[(i + 1) % len(areas)]][:1] for i, a in enumerate(areas)}
+    spec = {"data": str(small_census.persons), "meta": str(small_census.meta), "threshold": 5, "max_order": 2,
+            "derived": {"area": {"from": "small_area", "codes": small},
+                        "user_area": {"from": "small_area", "codes": user}},
+            "tables": [{"name": "area", "by": ["area", "sex"]},
+                       {"name": "user area", "by": ["user_area", "sex"]},
+                       {"name": "employed", "by": ["user_area"], "where": "activity = EMP"}]}
+    (tmp_path / "spec.yaml").write_text(yaml.safe_dump(spec), encoding="utf-8")
+    printed, written = {}, {}
+    for engine in ("duckdb", "spark"):
+        out = tmp_path / f"{engine}.json"
+        code = main(["audit", str(tmp_path / "spec.yaml"), "--engine", engine, "--zeros", "--all", "--out", str(out)])
+        stdout, err = capsys.readouterr()
+        assert code == 0, err
+        printed[engine], written[engine] = stdout.replace(str(out), "OUT"), out.read_bytes()
+    assert used == ["duckdb", "spark"]
+    slivers = json.loads(written["spark"])["slivers"]
+    assert any(s["small"] for s in slivers) and written["duckdb"] == written["spark"]
+    assert printed["duckdb"] == printed["spark"]

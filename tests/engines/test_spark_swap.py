@@ -201,13 +201,25 @@ def test_bad_input_same_one_line(spark, census, tmp_path: Path, capsys, data, ar
     assert errors["duckdb"] == errors["spark"]
 
 
-def test_pram_has_no_spark_form(spark, census, tmp_path: Path, capsys) -> None:
-    """Said in one line, not run in this process instead."""
-    out = tmp_path / "pram.parquet"
-    code, _, err = cli(["swap", census.persons, "--method", "pram", "--variable", "small_area", "--retention", 0.8,
-                        "--seed", 1, "--engine", "spark", "--out", out], capsys)
-    assert code == 2 and err.count("\n") == 1 and "method 'pram' runs in this process only" in err
-    assert not out.exists()
+@pytest.mark.parametrize("method", [["pram", "--variable", "small_area", "--retention", 0.8],
+                                    ["weights", "--strata", "area"],
+                                    ["sampling", "--strata", "area"]])
+def test_method_without_a_spark_form_runs_in_this_process(census, tmp_path: Path, capsys, method) -> None:
+    """As tabsafe protect runs it: the embedded engine's files, byte for byte (PRAM's published
+    matrix too), and a note that says where it ran; no JVM is needed."""
+    written = {}
+    for engine in ("duckdb", "spark"):
+        out, ev, rep = tmp_path / f"{engine}.parquet", tmp_path / f"{engine}-ev.parquet", tmp_path / f"{engine}.json"
+        code, stdout, err = cli(["swap", census.persons, "--method", *method, "--seed", 1, "--engine", engine,
+                                 "--out", out, "--evaluation", ev, "--report", rep], capsys)
+        assert code == 0, err
+        assert out.is_file() and ev.is_file()
+        note = f"note: {method[0]} has no form for the spark engine: it ran in this process"
+        assert (note in stdout) == (engine == "spark"), stdout
+        written[engine] = {p.name.removeprefix(engine): p.read_bytes() for p in tmp_path.iterdir()
+                           if p.name.startswith(engine)}
+        assert (f"-transitions.csv" in written[engine]) == (method[0] == "pram")
+    assert written["duckdb"] == written["spark"]
 
 
 def test_engine_without_a_form_is_refused(census) -> None:

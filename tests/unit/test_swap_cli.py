@@ -7,6 +7,7 @@ import os
 import stat
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
@@ -82,6 +83,22 @@ def test_pram_through_swap(small_census, tmp_path: Path, capsys) -> None:
     assert "changed" in after.columns and after["changed"].any()
     assert (after["area"] == before["area"]).all()
     assert all(s.startswith(a + "S") for s, a in zip(after["small_area"], after["area"]))  # stay in their area
+    # the transition matrix applied, per area, beside the output: a release file (seed 001 §6)
+    matrix = pd.read_csv(tmp_path / "pram-transitions.csv", dtype=str).astype({"p": float})
+    assert list(matrix.columns) == ["area", "from", "to", "p"]
+    assert not private(tmp_path / "pram-transitions.csv")
+    assert np.allclose(matrix.groupby(["area", "from"])["p"].sum(), 1.0)
+    assert all(f.startswith(a + "S") and t.startswith(a + "S") for a, f, t in
+               zip(matrix["area"], matrix["from"], matrix["to"]))
+    assert set(matrix["area"]) == set(before["area"])
+    # an existing matrix file is not replaced without --force, and nothing is written
+    out2 = tmp_path / "pram2.parquet"
+    (tmp_path / "pram2-transitions.csv").write_text("mine\n")
+    code, _stdout, err = cli(["swap", small_census.persons, "--method", "pram", "--variable", "small_area",
+                              "--within", "area", "--retention", 0.7, "--household", "household_id", "--seed", 1,
+                              "--out", out2], capsys)
+    assert code != 0 and "pram2-transitions.csv" in err and not out2.exists()
+    assert (tmp_path / "pram2-transitions.csv").read_text() == "mine\n"
 
 
 def _broken(small_census, tmp_path: Path, what: str) -> Path:

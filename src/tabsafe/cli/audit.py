@@ -47,6 +47,11 @@ def add_arguments(parser: argparse.ArgumentParser, argv: object = ()) -> None:
                         help="write every new sliver to --out, not only the reported ones")
     parser.add_argument("--out", default=None,
                         help="write the slivers: .csv, .parquet or .json (private to you: exact small counts)")
+    from tabsafe.engines import DEFAULT_ENGINE, engine_names
+
+    parser.add_argument("--engine", choices=engine_names(), default=DEFAULT_ENGINE,
+                        help=f"the engine that reads the SPEC's microdata (default {DEFAULT_ENGINE}; the same slivers "
+                             "on every engine)")
 
 
 def _output_kind(path: str) -> str:
@@ -97,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     with Outputs(inputs=spec.inputs) as outputs:
         # planned before any work: a bad --out fails at once, and never names an input
         target = outputs.plan(args.out, kind="evaluation") if args.out else None
-        result = audit(spec, threshold=args.threshold, max_order=args.max_order)
+        result = audit(spec, threshold=args.threshold, max_order=args.max_order, engine=args.engine)
         s = result.summary
         print(f"tables {s['tables']}, cells {s['cells']} ({s['distinct_boxes']} distinct), "
               f"pairs examined {s['pairs_examined']}")

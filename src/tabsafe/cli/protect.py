@@ -29,6 +29,7 @@ from tabsafe.cli.common import (
 )
 from tabsafe.cli.options import add_method_options, files_read, method_from_args, methods_in
 from tabsafe.cli.release import add_protect_arguments, run_protect, wants_release
+from tabsafe.cli.sides import plan_sides, write_sides
 from tabsafe.errors import InputError
 
 
@@ -95,6 +96,7 @@ def run(args: argparse.Namespace) -> int:
         eval_path = out.plan(args.evaluation, kind="evaluation", option="evaluation") if args.evaluation else None
         report_kind = "evaluation" if (args.keep_original or args.evaluation) else "release"
         report_path = out.plan(args.report, kind=report_kind, option="report") if args.report else None
+        sides = plan_sides(out, args.out, chain.methods)  # e.g. PRAM's transition matrix, beside the release
         needs = chain.needs()
         source = load_source(args, needs_microdata=needs.microdata)
         spec = table_spec(args, key=needs.key, sums=needs.sums)
@@ -117,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
                                                         columns=data.schema))
         if eval_path is not None:
             out.write_arrow(eval_path, evaluation_arrow(result.evaluation, zero_cells=args.zero_cells))
+        side_written = write_sides(out, sides, result.report)
         if report_path is not None:
             import json
 
@@ -128,6 +131,8 @@ def run(args: argparse.Namespace) -> int:
         + (f"; {figures}" if figures else ""), quiet=args.quiet)
     say_seed(report.seed, given=args.seed, random=chain.random, quiet=args.quiet,
              kept=f"report {args.report}" if report_path is not None and report_kind == "evaluation" else None)
+    for path in side_written:
+        say(f"wrote the transition matrix to {path} (it may be published)", quiet=args.quiet)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
     return 0

@@ -10,6 +10,11 @@ flag per record (``swapped``, or ``changed`` for PRAM); ``--report`` writes the 
 with its private figures (also a private file), ``--evaluation`` what happened to each record.
 To publish tables, tabulate and protect the output, or chain the steps in one command:
 ``tabsafe protect DATA --by … --method targeted-swap,ckm …``.
+
+``--engine`` names an engine that holds the records elsewhere (Spark): the swapping methods run
+there (their :meth:`~tabsafe.method.MicrodataMethod.apply_on`, Parquet folders out); a method
+without such a form (PRAM, perturbation weights, over-imputation, sampling) runs in this process,
+as a chain's step does in ``tabsafe protect``, and writes the embedded engine's files.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from tabsafe.cli.common import say, say_seed, seed_int
+from tabsafe.cli.sides import plan_sides, write_sides
 from tabsafe.engines import DEFAULT_ENGINE, engine_names, get_engine
 from tabsafe.errors import InputError, reader_message
 
@@ -50,7 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser, argv: Sequence[str] = ()) -> 
                         help="the perturbed microdata (.csv or .parquet; private: internal data)")
     parser.add_argument("--engine", choices=engine_names(), default=DEFAULT_ENGINE,
                         help="duckdb: swap in this process (the default); spark: swap on Spark, area by area (the "
-                             "same swaps for the same seed; --out and --evaluation are then Parquet folders)")
+                             "same swaps for the same seed; --out and --evaluation are then Parquet folders); a "
+                             "method without a Spark form (pram, weights) runs in this process, as in tabsafe "
+                             "protect, with the same output")
     parser.add_argument("--report", metavar="FILE.json", help="also write the report as JSON (private figures too)")
     parser.add_argument("--evaluation", metavar="FILE", help="also write what happened to each record (private)")
     try:
@@ -93,13 +101,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("the report is JSON: give a .json file", where=args.report)
     inputs = [args.data, getattr(method, "matrix", None)]
     engine = get_engine(getattr(args, "engine", DEFAULT_ENGINE))
-    if not engine.embedded:
+    if not engine.embedded and _has_form(method):
         return _run_spark(args, method, inputs, engine)
     with Outputs(inputs=inputs) as out:
         # every output is checked before any work; nothing is written unless everything is
         data_path = out.plan(args.out, kind="evaluation")
         report_path = out.plan(args.report, kind="evaluation", option="report") if args.report else None
         eval_path = out.plan(args.evaluation, kind="evaluation", option="evaluation") if args.evaluation else None
+        sides = plan_sides(out, args.out, [method])  # PRAM's transition matrix: publishable
         source = Microdata.from_file(args.data)
         subset = _subset(source, method.columns())
         if subset is not None:
@@ -117,8 +126,21 @@ def run(args: argparse.Namespace) -> int:
         if report_path is not None:
             payload = result.report.to_json(evaluation=True)
             out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
-    _say(args, result.report, n_records)
+        side_written = write_sides(out, sides, result.report)
+    _say(args, result.report, n_records, side_written)
+    if not engine.embedded:
+        say(f"note: {method.name} has no form for the {engine.name} engine: it ran in this process, as tabsafe "
+            f"protect --engine {engine.name} runs it, and wrote the embedded engine's output", quiet=args.quiet)
     return 0
+
+
+def _has_form(method: Any) -> bool:
+    """Whether the method has a form of its own for an engine that holds the records elsewhere
+    (:meth:`~tabsafe.method.MicrodataMethod.apply_on`: targeted and random swapping); one without
+    runs in this process, as a chain's microdata step does (:meth:`tabsafe.pipeline.Chain.run`)."""
+    from tabsafe.method import MicrodataMethod
+
+    return type(method).apply_on is not MicrodataMethod.apply_on
 
 
 def _check_hierarchy(args: argparse.Namespace, cls: Any) -> None:
@@ -139,7 +161,7 @@ def _check_hierarchy(args: argparse.Namespace, cls: Any) -> None:
                      + (" (the geography levels are columns, named with --geography A,B,C)" if has_geo else ""))
 
 
-def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:
+def _say(args: argparse.Namespace, report: Any, n_records: int, sides: Sequence[Any] = ()) -> None:
     f = report.figures
     if "pairs" in f:
         say(f"{report.method}: {f['pairs']:,} swaps ({f['households_swapped']:,} of {f['households']:,} households, "
@@ -151,6 +173,8 @@ def _say(args: argparse.Namespace, report: Any, n_records: int) -> None:
             quiet=args.quiet)
     say_seed(report.seed, given=args.seed, random=report.seed is not None, quiet=args.quiet,
              kept=f"report {args.report}" if args.report else None)
+    for path in sides:
+        say(f"wrote the transition matrix to {path} (it may be published)", quiet=args.quiet)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
 
@@ -235,6 +259,7 @@ def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any], engine:
     try:
         with Outputs(inputs=[*inputs, args.out, args.evaluation]) as out:
             report_path = out.plan(args.report, kind="evaluation", option="report") if args.report else None
+            sides = plan_sides(out, args.out, [method])
             result = method.perturb(Microdata.from_file(args.data), seed=args.seed, engine=engine)
             held = result.microdata.source
             try:
@@ -248,12 +273,14 @@ def _run_spark(args: argparse.Namespace, method: Any, inputs: list[Any], engine:
             if report_path is not None:
                 payload = result.report.to_json(evaluation=True)
                 out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
+            side_written = write_sides(out, sides, result.report)
             _commit_folders(written, True)
             ok = True
     finally:
         if not ok:
             _commit_folders(written, False)
-    _say(args, result.report, int(result.report.figures.get("records", 0)))
+    _say(args, result.report, int(result.report.figures.get("records", result.report.figures.get("units", 0))),
+         side_written)
     return 0
 
 
@@ -278,10 +305,12 @@ def _subset(source: Any, columns: Sequence[str] | None) -> Any:
 
 def _with_flag(data: Any, flags: Any) -> Any:
     """The records with the method's per-record flag (``swapped``/``changed``) as a column; a
-    flag of an earlier run is replaced."""
+    flag of an earlier run is replaced. An evaluation that is not one flag per record (perturbation
+    weights': one row per household) goes to ``--evaluation`` only."""
     import pyarrow as pa
 
-    if flags is None or not flags.num_columns:
+    if flags is None or not flags.num_columns or flags.num_rows != data.num_rows \
+            or not pa.types.is_boolean(flags.schema.field(0).type):
         return data
     flag = flags.column_names[0]
     if flag in data.column_names:

@@ -43,6 +43,9 @@ class Report:
             only into evaluation outputs.
         notes: sentences worth reporting (decisions, warnings, which limit stopped a solver).
         steps: the reports of the steps of a chain, in order.
+        tables: publishable tables the method gives with its figures, by name (PRAM's transition
+            matrix, seed 001 §6: ``{"transitions": pyarrow.Table}``); written as release files
+            beside the output (:func:`side_tables`), and in :meth:`to_json` when small.
     """
 
     method: str
@@ -52,8 +55,12 @@ class Report:
     private: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     steps: tuple[Report, ...] = ()
+    tables: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        from types import MappingProxyType
+
+        object.__setattr__(self, "tables", MappingProxyType(dict(self.tables)))
         object.__setattr__(self, "params", freeze(dict(self.params)))
         object.__setattr__(self, "figures", freeze(dict(self.figures)))
         object.__setattr__(self, "private", freeze(dict(self.private)))
@@ -75,9 +82,26 @@ class Report:
         out["notes"] = list(self.notes)
         if evaluation:
             out["private"] = thaw(self.private)
+        if self.tables:
+            # small tables in full (a matrix of a few categories); large ones are in their files
+            out["tables"] = {name: (t.to_pydict() if t.num_rows <= REPORT_TABLE_ROWS else
+                                    {"rows": t.num_rows, "columns": t.column_names})
+                             for name, t in self.tables.items()}
         if self.steps:
             out["steps"] = [s.to_json(evaluation=evaluation) for s in self.steps]
         return out
+
+
+#: side tables of at most this many rows are written into the JSON report in full
+REPORT_TABLE_ROWS = 2000
+
+
+def side_tables(report: Report) -> list[tuple[int, str, Any]]:
+    """The publishable side tables of a report and of its steps: ``(step, name, table)``, step
+    0 for a method alone (the order of a chain's steps otherwise)."""
+    if not report.steps:
+        return [(0, name, t) for name, t in report.tables.items()]
+    return [(k, name, t) for k, step in enumerate(report.steps) for name, t in step.tables.items()]
 
 
 class Release:

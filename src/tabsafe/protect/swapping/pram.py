@@ -22,7 +22,21 @@ example keeps households inside their SLA.
 A matrix file is CSV, either long (columns ``from,to,p``, zero entries may be left out) or wide
 (a header of the new categories after a first column of the current ones). Each row must sum to
 1, and the matrix must be invariant for the data (in every stratum): otherwise the error names
-the category and its row.
+the category and its row. With ``invariant``, a matrix ``P`` that is not invariant is replaced,
+in every stratum, by its invariant form ``R = P·Q`` (Gouweleeuw, Kooiman, Willenborg and De Wolf
+1998, the paper seed 001 §6 cites), where ``Q`` is the backward matrix
+``Q_ij = P_ji·t_j / Σ_k P_ki·t_k``: a unit goes forward by ``P`` and back by ``Q``, so
+``t R = t``.
+
+**The published matrix** (seed 001 §6: "the level of information loss … can be accurately
+described to the table users by releasing the transition matrix"). The report carries the matrix
+applied in each stratum (:func:`matrix_table`: the strata's values, ``from``, ``to``, ``p``, only
+the categories the stratum has), and ``tabsafe protect``/``tabsafe swap`` write it beside their
+output as a release file. An analyst corrects a table ``T*`` of the PRAMed variable (by itself or
+crossed with other variables) with the moment estimator ``T̂ = T* · R⁻¹`` (``E T* = T R``). What it
+reveals: an invariant matrix is a function of the stratum's category counts ``t`` (the retention
+form's ``P_ii = 1 − p·t_min/t_i``; any invariant form), so with the stratum's total it gives each
+category's original number of units in that stratum — publish it where those counts are public.
 """
 
 from __future__ import annotations
@@ -36,7 +50,7 @@ import numpy as np
 from tabsafe.capabilities import Capabilities
 from tabsafe.errors import InputError, param
 from tabsafe.method import Examples, MicrodataMethod, MicrodataOutcome
-from tabsafe.params import File, Optional, Real, Text, TextList, parameter
+from tabsafe.params import Bool, File, Optional, Real, Text, TextList, parameter
 
 if TYPE_CHECKING:  # pragma: no cover
     import pyarrow as pa
@@ -158,6 +172,8 @@ class Pram(MicrodataMethod):
         matrix: transition matrix file (CSV from,to,p or a square table) instead of retention.
         household: a household variable: whole households change together (the variable and the
             strata must be household-level); none: every record on its own.
+        invariant: with matrix: apply the matrix's invariant form R = P·Q in every stratum
+            (Gouweleeuw et al. 1998) instead of refusing a matrix that is not invariant.
     """
 
     name: ClassVar[str] = "pram"
@@ -168,10 +184,17 @@ class Pram(MicrodataMethod):
     retention: float | None = parameter(None, check=Optional(Real(min=0, max=1)))
     matrix: str | None = parameter(None, check=Optional(File()))
     household: str | None = parameter(None, check=Optional(Text(identifier=True)))
+    invariant: bool = parameter(False, check=Bool())
+
+    #: the publishable table the report carries (:attr:`~tabsafe.method.Method.side_tables`)
+    side_tables: ClassVar[tuple[str, ...]] = ("transitions",)
 
     def validate(self) -> None:
         if (self.retention is None) == (self.matrix is None):
             raise InputError(f"PRAM needs either {param('retention')} or {param('matrix')} (one of them)")
+        if self.invariant and self.matrix is None:
+            raise InputError(f"{param('invariant')} turns a {param('matrix')} file into its invariant form: give one "
+                             f"(the {param('retention')} matrix is invariant already)")
         if self.variable in self.within:
             raise InputError(f"{param('within')} cannot hold the perturbed variable {self.variable!r}")
         if self.household is not None and self.household in (self.variable, *self.within):
@@ -226,7 +249,8 @@ def pram_records(table: pa.Table, method: Pram, seed: int, *, where: str) -> Mic
     cat = var.codes[hh.first]
     stratum, n_strata = combine([c.codes[hh.first] for c in strata_codes], [c.n for c in strata_codes], n_units,
                                 dense=True)
-    stratum_label = _stratum_labels(strata_codes, hh.first, stratum, n_strata)
+    parts = _stratum_parts(strata_codes, hh.first, stratum, n_strata)
+    stratum_label = _stratum_labels(parts)
     # counts per (stratum, category)
     counts = np.bincount(stratum * var.n + cat, minlength=n_strata * var.n).reshape(n_strata, var.n)
 
@@ -242,14 +266,16 @@ def pram_records(table: pa.Table, method: Pram, seed: int, *, where: str) -> Mic
         gen = stream(seed, 2, area_key(stratum_label[s])) if method.within else stream(seed, 1)
         u[:, idx] = gen.random((2, int(size)))
 
-    transitions = method._matrix
-    if transitions is None:
-        new = _draw_invariant(cat, stratum, counts, float(method.retention), u)  # type: ignore[arg-type]
-        note = (f"retention {method.retention:g}: a unit of a stratum's smallest category keeps its value with that "
-                "probability, larger categories more often, so expected counts stay (seed 001 §6)")
+    new, mats, note = _transitions(method, cat, stratum, counts, var.labels, stratum_label, u)
+    entries = int(sum(c.size ** 2 for c in _present(counts)))
+    matrix = matrix_table(mats, var.labels, method.within, parts) if mats is not None else None
+    notes = [note]
+    if matrix is None:
+        notes.append(f"the transition matrix has {entries:,} entries (over {MAX_PUBLISHED_ENTRIES:,}): not written; "
+                     f"PRAM within smaller strata ({param('within')}) gives a smaller one")
     else:
-        new = _draw_from_file(cat, stratum, counts, var.labels, transitions, stratum_label, method, u)
-        note = f"transition matrix {transitions.path}: invariant for the data in every stratum"
+        notes.append("the transition matrix applied (per stratum) may be published for analysts to correct their "
+                     "estimates (T* R⁻¹; seed 001 §6); it gives each stratum's original number of units per category")
     changed_unit = new != cat
     data = table
     if changed_unit.any():
@@ -264,17 +290,101 @@ def pram_records(table: pa.Table, method: Pram, seed: int, *, where: str) -> Mic
     n_changed = int(changed_unit.sum())
     figures = {"units": n_units, "units_changed": n_changed,
                "share_changed": round(n_changed / n_units, 6) if n_units else 0.0,
-               "records_changed": int(changed.sum())}
-    return MicrodataOutcome(data=data, evaluation=evaluation, figures=figures, notes=(note,))
+               "records_changed": int(changed.sum()),
+               "matrix_entries": entries, "matrix_published": matrix is not None}
+    tables = {"transitions": matrix} if matrix is not None else {}
+    return MicrodataOutcome(data=data, evaluation=evaluation, figures=figures, notes=tuple(notes), tables=tables)
 
 
-def _stratum_labels(codes: list[Any], first: np.ndarray, stratum: np.ndarray, n_strata: int) -> list[str]:
-    """Each stratum as text ("A1" or "A1|x"): what its random stream is keyed by."""
+def _transitions(method: Pram, cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, labels: list[str],
+                 stratum_label: list[str], u: np.ndarray) -> tuple[np.ndarray, Any, str]:
+    """Each unit's new category, the matrix applied in each stratum (its categories, the matrix
+    over them; None when too large to publish) and the report's note."""
+    present = _present(counts)
+    small = sum(c.size ** 2 for c in present) <= MAX_PUBLISHED_ENTRIES
+    transitions = method._matrix  # type: ignore[attr-defined]
+    if transitions is None:
+        retention = float(method.retention)  # type: ignore[arg-type]
+        new = _draw_invariant(cat, stratum, counts, retention, u)
+        mats = [(c, invariant_matrix(counts[s, c], retention)) for s, c in enumerate(present)] if small else None
+        return new, mats, (f"retention {method.retention:g}: a unit of a stratum's smallest category keeps its value "
+                           "with that probability, larger categories more often, so expected counts stay (seed 001 §6)")
+    dense = _file_matrix(counts, labels, transitions, method)
+    if method.invariant:
+        mats = [(c, invariant_form(dense[c], counts[s])) for s, c in enumerate(present)]
+        return (_draw_local(cat, stratum, mats, u[0]), mats if small else None,
+                f"transition matrix {transitions.path} in its invariant form R = P·Q per stratum (Gouweleeuw et al. "
+                "1998): expected counts stay")
+    _check_invariant(counts, dense, labels, transitions, stratum_label, method)
+    mats = [(c, dense[np.ix_(c, c)]) for c in present] if small else None
+    return (_draw_from_file(cat, dense, u), mats,
+            f"transition matrix {transitions.path}: invariant for the data in every stratum")
+
+
+#: a transition matrix of more entries (all strata) is not carried in the report nor written
+MAX_PUBLISHED_ENTRIES = 4_000_000
+
+
+def _present(counts: np.ndarray) -> list[np.ndarray]:
+    """Each stratum's categories (codes, ascending) that have units."""
+    return [np.flatnonzero(row) for row in counts]
+
+
+def invariant_form(rows: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """The invariant form ``R = P·Q`` of a transition matrix for categories with counts ``t``
+    (Gouweleeuw et al. 1998): ``rows`` are ``P``'s rows of the categories present (``t > 0``),
+    over every category; ``Q_ij = P_ji·t_j / λ_i`` with ``λ = t P`` sends a unit back, so
+    ``t R = t``. Returns ``R`` over the categories present.
+
+    >>> P = np.array([[0.8, 0.2], [0.2, 0.8]])
+    >>> R = invariant_form(P, np.array([10, 30]))
+    >>> np.allclose(np.array([10, 30]) @ R, [10, 30]) and np.allclose(R.sum(axis=1), 1)
+    True
+    """
+    present = np.flatnonzero(t)
+    tp = np.asarray(t, dtype=float)[present]
+    lam = tp @ rows  # expected units in each category after P
+    reach = lam > 0
+    q = (rows[:, reach].T * tp) / lam[reach][:, None]  # backward: from a reached category to a present one
+    return rows[:, reach] @ q
+
+
+def matrix_table(mats: list[tuple[np.ndarray, np.ndarray]], labels: list[str], within: tuple[str, ...],
+                 parts: list[tuple[str, ...]]) -> pa.Table:
+    """The matrices applied, one per stratum, as the published long table: the strata's values,
+    ``from``, ``to``, ``p`` (the stratum's categories only; zero entries left out)."""
+    import pyarrow as pa
+
+    names = np.array(labels, dtype=object)
+    cols: dict[str, list[Any]] = {v: [] for v in within}
+    src: list[Any] = []
+    dst: list[Any] = []
+    prob: list[Any] = []
+    for s, (cats, m) in enumerate(mats):
+        i, j = np.nonzero(m > 0)
+        src.append(names[cats[i]])
+        dst.append(names[cats[j]])
+        prob.append(m[i, j])
+        for v, value in zip(within, parts[s]):
+            cols[v].append(np.full(i.size, value, dtype=object))
+    data = {v: pa.array(np.concatenate(c) if c else [], pa.string()) for v, c in cols.items()}
+    data.update({"from": pa.array(np.concatenate(src) if src else [], pa.string()),
+                 "to": pa.array(np.concatenate(dst) if dst else [], pa.string()),
+                 "p": pa.array(np.concatenate(prob) if prob else [], pa.float64())})
+    return pa.table(data)
+
+
+def _stratum_parts(codes: list[Any], first: np.ndarray, stratum: np.ndarray, n_strata: int) -> list[tuple[str, ...]]:
+    """Each stratum's values of the strata variables (``()`` without strata)."""
     if not codes:
-        return ["(all)"] * n_strata
+        return [()] * n_strata
     _, first_unit = np.unique(stratum, return_index=True)
-    labels = ["|".join(c.labels[int(c.codes[first[unit]])] for c in codes) for unit in first_unit]
-    return labels
+    return [tuple(c.labels[int(c.codes[first[unit]])] for c in codes) for unit in first_unit]
+
+
+def _stratum_labels(parts: list[tuple[str, ...]]) -> list[str]:
+    """Each stratum as text ("A1" or "A1|x"): what its random stream is keyed by."""
+    return ["|".join(p) if p else "(all)" for p in parts]
 
 
 def _draw_invariant(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, retention: float,
@@ -298,9 +408,9 @@ def _draw_invariant(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, re
     return np.where(moves, new, cat)
 
 
-def _draw_from_file(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, labels: list[str],
-                    tf: TransitionFile, stratum_label: list[str], method: Pram, u: np.ndarray) -> np.ndarray:
-    """New categories by a matrix read from a file, after checking it covers and keeps the data."""
+def _file_matrix(counts: np.ndarray, labels: list[str], tf: TransitionFile, method: Pram) -> np.ndarray:
+    """The matrix of a file over the data's categories (dense), after checking it covers them and
+    moves no unit to a category the data do not have."""
     code_of = {lab: i for i, lab in enumerate(labels)}
     n_cat = len(labels)
     rows_present = set(tf.row_line)
@@ -319,25 +429,32 @@ def _draw_from_file(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, la
     ok = keep & np.array([b in code_of for b in tf.target], dtype=bool)
     src = np.array([code_of[a] for a in tf.source[ok]], dtype=np.int64)
     dst = np.array([code_of[b] for b in tf.target[ok]], dtype=np.int64)
-    p = tf.p[ok]
     dense = np.zeros((n_cat, n_cat))
-    dense[src, dst] = p
-    # invariance in every stratum: t P = t
+    dense[src, dst] = tf.p[ok]
+    return dense
+
+
+def _check_invariant(counts: np.ndarray, dense: np.ndarray, labels: list[str], tf: TransitionFile,
+                     stratum_label: list[str], method: Pram) -> None:
+    """``t P = t`` in every stratum, else one line naming the category whose count moves most."""
     expected = counts @ dense
     gap = np.abs(expected - counts)
     limit = INVARIANCE_TOLERANCE * np.maximum(counts.sum(axis=1, keepdims=True), 1)
     if (gap > limit).any():
-        # name the category whose expected count moves most
         s, j = (int(v) for v in np.unravel_index(np.argmax(np.where(gap > limit, gap, -1.0)), gap.shape))
         lab = labels[j]
         in_stratum = f" in {'/'.join(method.within)} {stratum_label[s]}" if method.within else ""
         line = tf.row_line.get(lab)
         row = f"row {lab!r} (line {line})" if line else f"category {lab!r}"
         raise InputError(f"not invariant for the data{in_stratum}: {row}: PRAM would expect {expected[s, j]:.6g} "
-                         f"units in {lab!r}, the data have {int(counts[s, j])}", where=tf.path)
-    # inverse CDF per row: cumulative bounds offset by the row's code
-    o = np.lexsort((dst, src))
-    src, dst, p = src[o], dst[o], p[o]
+                         f"units in {lab!r}, the data have {int(counts[s, j])} (or give {param('invariant')}: its "
+                         "invariant form)", where=tf.path)
+
+
+def _draw_from_file(cat: np.ndarray, dense: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """New categories by one matrix for every stratum: the inverse CDF of the unit's row."""
+    src, dst = np.nonzero(dense)
+    p = dense[src, dst]
     cum = np.cumsum(p)
     row_start = np.searchsorted(src, src, side="left")
     base = np.concatenate([[0.0], cum])[row_start]
@@ -346,3 +463,24 @@ def _draw_from_file(cat: np.ndarray, stratum: np.ndarray, counts: np.ndarray, la
     bound[last] = src[last] + 1.0  # rows sum to 1 up to rounding: close them exactly
     pos = np.searchsorted(bound, cat + u[0], side="right")
     return dst[np.minimum(pos, dst.size - 1)]
+
+
+def _draw_local(cat: np.ndarray, stratum: np.ndarray, mats: list[tuple[np.ndarray, np.ndarray]],
+                u: np.ndarray) -> np.ndarray:
+    """New categories by each stratum's own matrix over its categories (the inverse CDF of the
+    unit's row; the rows laid end to end, row ``r`` spanning ``(r, r+1]``)."""
+    new = cat.copy()
+    order = np.argsort(stratum, kind="stable")
+    starts = np.searchsorted(stratum[order], np.arange(len(mats) + 1))
+    for s, (cats, m) in enumerate(mats):
+        idx = order[starts[s]:starts[s + 1]]
+        if idx.size == 0 or cats.size < 2:
+            continue
+        k = cats.size
+        cum = np.cumsum(m, axis=1)
+        cum[:, -1] = 1.0  # rows sum to 1 up to rounding: close them exactly
+        bound = (np.arange(k)[:, None] + cum).ravel()
+        local = np.searchsorted(cats, cat[idx])
+        pos = np.searchsorted(bound, local + u[idx], side="right")
+        new[idx] = cats[np.minimum(pos - local * k, k - 1)]
+    return new

@@ -162,7 +162,7 @@ def test_mending_a_pattern_protects_it(table: Table, zeros: str, min_freq: int) 
     _check(table, primary, result, zeros)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=40)
 @given(table=tables())
 def test_the_memory_model_reads_the_shape_the_suppression_builds(table: Table) -> None:
     """The memory model's shape (issue #28), read off the hierarchies and the stored cells, is

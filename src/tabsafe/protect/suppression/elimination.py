@@ -333,7 +333,8 @@ def gauss(problem: Problem, hidden_first: np.ndarray, deadline: float | None = N
             raise TimeUp
         if i >= 0 and i - last[0] >= PROGRESS_EVERY:
             last[0] = i
-            report("suppression", phase="elimination", done=i, total=total, secondary=hidden, entries=entries)
+            report("suppression", phase="elimination", done=i, total=total, secondary=hidden, entries=entries,
+                   peak_entries=peak)
 
     _compiled.gauss(n, basis.shape[1], basis.indptr.astype(np.int64), basis.indices.astype(np.int32),
                     basis.data.astype(np.float64), tracked, primary,

@@ -122,7 +122,7 @@ class CellSystem:
     values: np.ndarray
     relations: sp.csr_matrix
     leaf: np.ndarray
-    basis: Callable[[bool], Sequence[dict[int, float]]]
+    basis: Callable[[bool], Sequence[dict[int, float]] | sp.spmatrix]
     name: Callable[[int], str]
     table: Table | None = None
 
@@ -223,7 +223,7 @@ class Problem:
         return sp.csr_matrix(self.system.relations.T)
 
     @cached_property
-    def basis(self) -> Sequence[dict[int, float]]:
+    def basis(self) -> Sequence[dict[int, float]] | sp.spmatrix:
         # every zero cell is published by force exactly when zeros are never suppressed (cells
         # no release holds may be anything: a joint table with such cells gets the full basis)
         zeros_published = self.settings.zeros is ZeroPolicy.NEVER and not self.hidden.any()

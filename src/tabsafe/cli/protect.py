@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         report_path = out.plan(args.report, kind=report_kind, option="report") if args.report else None
         needs = chain.needs()
         source = load_source(args, needs_microdata=needs.microdata)
-        spec = table_spec(args, key=needs.key, sums=needs.sums)
+        spec = table_spec(args, key=needs.key, sums=needs.sums, contributors=needs.contributors)
         result, _ = chain.run(source, spec, seed=args.seed, engine=args.engine)
         if args.keep_original:
             data = result.table

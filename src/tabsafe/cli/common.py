@@ -138,7 +138,7 @@ def load_source(args: argparse.Namespace, *, needs_microdata: bool = False) -> M
         raise InputError("give either DATA (microdata) or --table (inner cells), not both")
     if table_file:
         if needs_microdata:
-            raise InputError("this method needs microdata (DATA with record keys), not --table")
+            raise InputError("this method needs microdata (DATA: one record per person or contribution), not --table (inner cells)")
         if not args.count:
             raise InputError("--table needs --count COLUMN (the column holding the counts)")
         return InnerCells.from_file(table_file, count=args.count, codelists=codelists)

@@ -121,6 +121,14 @@ class TableSpec:
             dup = next(v for i, v in enumerate(by) if v in by[:i])
             raise InputError(f"variable {dup!r} is given twice in {param('by')}")
         object.__setattr__(self, "by", by)
+        # before the sums: a magnitude method sums its response itself (no --sum was given)
+        if self.contributors is not None:
+            named = self.contributors.columns()
+            clash = sorted(set(named.values()) & set(by))
+            if clash:
+                role = next(r for r, c in named.items() if c == clash[0])
+                raise InputError(f"variable {clash[0]!r} is both spanning ({param('by')}) and the "
+                                 f"{'magnitude' if role == 'value' else role} of the magnitude table ({param(role if role != 'value' else 'magnitude')})")
         sums = tuple(self.sums)
         if len(set(sums)) != len(sums):
             dup = next(v for i, v in enumerate(sums) if v in sums[:i])
@@ -139,13 +147,6 @@ class TableSpec:
             if self.weight in by or self.weight in sums:
                 raise InputError(f"variable {self.weight!r} is both a weight ({param('weight')}) and "
                                  f"{'spanning' if self.weight in by else 'summed'}")
-        if self.contributors is not None:
-            named = self.contributors.columns()
-            clash = sorted(set(named.values()) & set(by))
-            if clash:
-                role = next(r for r, c in named.items() if c == clash[0])
-                raise InputError(f"variable {clash[0]!r} is both spanning ({param('by')}) and the {role} of the "
-                                 f"magnitude table ({param(role if role != 'value' else 'magnitude')})")
         object.__setattr__(self, "where", _filter.coerce(self.where, where="where"))
         unused = sorted(set(self.hierarchies) - set(by))
         if unused:

@@ -395,6 +395,9 @@ def parse_rules(texts: Sequence[str], *, missing: Mapping[str, tuple[str, ...]] 
         try:
             if kind in {"p", "pq"}:
                 q = v[1] if kind == "pq" else 100.0
+                if kind == "pq" and not v[0] < q:
+                    # the intruder's prior is already within q%: a p at or above q asks more than ignorance
+                    raise InputError(f"p must be less than q (the prior's accuracy); got p={v[0]:g}, q={q:g}")
                 n = v[-1] if len(v) == (3 if kind == "pq" else 2) else 1.0
                 p.append(PRule(v[0], q, _whole(n, text), holding))
             elif kind == "nk":

@@ -255,6 +255,20 @@ def test_the_third_nk_rule_reads_holdings(tmp_path: Path, capsys: pytest.Capture
     assert hidden_cells >= 4 if hidden else hidden_cells == 0  # the cell and at least a rectangle, or nothing
 
 
+def test_an_apriori_unsafe_cell_of_a_magnitude_table_is_hidden(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                                ) -> None:
+    _write_holdings(tmp_path)
+    (tmp_path / "prior.hst").write_text("10;3;U\n")
+    job = MAGNITUDE_JOB.replace("NK(1,60)|P(15,1)|NK(0,0)", "NK(1,60)").replace(
+        "<SUPPRESS>", '<APRIORI> "prior.hst", 1, ";"\n<SUPPRESS>')
+    code, out, _ = _run(tmp_path, job, capsys=capsys)
+    assert code == 0, out
+    m = pd.read_csv(tmp_path / "m.csv", dtype=str, keep_default_na=False)
+    shown = {(a.strip(), b.strip()): v for a, b, v in m.itertuples(index=False)}
+    assert shown[("10", "3")] == "x" and sum(v == "x" for v in shown.values()) >= 4
+    assert shown[("1", "1")] != "x"  # safe per enterprise: no rule for holdings here
+
+
 def test_wgt_weighs_the_contributions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write_holdings(tmp_path)
     lines = (tmp_path / "firms.asc").read_text().splitlines()

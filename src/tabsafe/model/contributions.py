@@ -42,7 +42,7 @@ from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Dimension, Table
 
-__all__ = ["ContributionTable", "Contributions", "contributions"]
+__all__ = ["ContributionTable", "Contributions", "contributions", "merge_cells"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -151,6 +151,28 @@ class ContributionTable(Table):
     def contributions(self) -> Contributions:
         """Who contributed what to every cell (private: original contributions)."""
         return self._contributions  # type: ignore[no-any-return, attr-defined]
+
+
+def merge_cells(c: Contributions, groups: Sequence[Sequence[int]]) -> Contributions:
+    """One pseudo-cell per group of grid cells: the union of the cells' contributions, a
+    contributor present in several cells of a group one contributor with its contributions summed
+    (for rules on the sums a suppression pattern reveals, :mod:`tabsafe.risk.group_dominance`).
+
+    The result's cells are the groups (its ``dimensions`` are ``c``'s, kept for reference only:
+    its :meth:`~Contributions.table` does not describe it)."""
+    parts = [np.arange(c.ptr[cell], c.ptr[cell + 1]) for g in groups for cell in g]
+    gid = [np.full(int(c.ptr[cell + 1] - c.ptr[cell]), k, dtype=np.int64) for k, g in enumerate(groups) for cell in g]
+    entries = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    cells = np.concatenate(gid) if gid else np.zeros(0, dtype=np.int64)
+    amount, weight, published, requested, ptr, unit = _aggregate(
+        len(groups), cells, c.unit[entries], c.amount[entries], (c.weight * c.amount)[entries], c.published[entries],
+        c.requested[entries])
+
+    def summed(x: np.ndarray) -> np.ndarray:
+        return np.array([float(x[list(g)].sum()) for g in groups], dtype=np.float64)
+
+    return Contributions(c.dimensions, summed(c.value), summed(c.shadow), summed(c.cost), ptr, unit, amount, weight,
+                         published, requested, c.units, c.holding_of, c.holdings, c.weighted, c.variable)
 
 
 def _grouped(base: Contributions, cells: np.ndarray, unit: np.ndarray, units: np.ndarray, *,

@@ -55,6 +55,7 @@ from tabsafe.protect.suppression.problem import (
 )
 from tabsafe.protect.suppression.secondary import suppress_problem
 from tabsafe.risk.contributor_audit import Auditor, ContributorAudit, Intruder, intruders_of
+from tabsafe.risk.group_dominance import group_dominance
 from tabsafe.risk.dominance import (
     WEIGHTINGS,
     DominanceAssessment,
@@ -327,7 +328,10 @@ def protect_magnitudes(c: Contributions, rules: DominanceRules, settings: Magnit
                "value_suppressed": float(np.abs(c.value)[pattern].sum()),
                "secondary_value": float(np.abs(c.value)[reason == "secondary"].sum()),
                "secondary_by_contributor_audit": int((pattern & ~first.suppressed & ~hidden_first).sum()),
-               "rules": assessed.summary()["rules"]}
+               "rules": assessed.summary()["rules"],
+               # sums of hidden cells the pattern reveals that the rules find dominated (a check:
+               # approximate disclosure, not repaired here; :mod:`tabsafe.risk.group_dominance`)
+               "dominated_groups": len(group_dominance(c, pattern, rules).findings())}
     protection = _protection(c, table, reason, upper, lower, rules, settings, figures, private)
     return MagnitudeResult(protection, reason.astype(str), assessed, upper, lower, audit, figures)
 

@@ -40,7 +40,7 @@ from tabsafe import progress
 from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError
 from tabsafe.model.result import MicrodataProtection, Protection, Release, Report
-from tabsafe.model.spec import KeySpec
+from tabsafe.model.spec import ContributorSpec, KeySpec
 from tabsafe.seeds import MAX_SEED, check_seed, draw_seed, stream_seed  # the seed policy (one place)
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -76,11 +76,16 @@ class Needs:
         key: the cell key computed from this record-key specification (``ckey``, ``ckey_int``).
         sums: magnitude variables to sum per cell (``sum_<var>``).
         microdata: the method cannot work from aggregated inner cells.
+        contributors: the method reads who contributed what to each cell (a magnitude table
+            protected from its contributors, issue #29): tabulation then gives a
+            :class:`~tabsafe.model.contributions.ContributionTable`, which carries every cell's
+            contributions as a private handle (never part of a release).
     """
 
     key: KeySpec | None = None
     sums: tuple[str, ...] = ()
     microdata: bool = False
+    contributors: ContributorSpec | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

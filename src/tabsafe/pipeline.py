@@ -75,14 +75,16 @@ class Chain:
     def needs(self) -> Needs:
         """What tabulation must give the table steps (the first step's key wins)."""
         key = None
+        contributors = None
         sums: list[str] = []
         microdata = bool(self.microdata_steps)
         for m in self.table_steps:
             n = m.needs()
             key = key or n.key
+            contributors = contributors or n.contributors
             sums += [s for s in n.sums if s not in sums]
             microdata = microdata or n.microdata
-        return Needs(key=key, sums=tuple(sums), microdata=microdata)
+        return Needs(key=key, sums=tuple(sums), microdata=microdata, contributors=contributors)
 
     def run(self, data: Microdata | InnerCells, spec: TableSpec, *, seed: int | None = None,
             engine: Any = DEFAULT_ENGINE) -> tuple[Protection, list[Report]]:

@@ -175,15 +175,138 @@ def test_tabular_job_uses_the_given_statuses(tmp_path: Path, capsys: pytest.Capt
     assert got[("Total", "Total")] == "29.0" and got[("a", "Total")] == "12.5"
 
 
-def test_magnitude_rules_are_reported_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+MAGNITUDE_JOB = ('<OPENMICRODATA> "firms.asc"\n<OPENMETADATA> "firms.rda"\n<SPECIFYTABLE> "Region""Size"|"Turnover"||\n'
+                 '<SAFETYRULE> NK(1,60)|P(15,1)|NK(0,0)\n<READMICRODATA>\n<SUPPRESS> MOD(1)\n'
+                 '<WRITETABLE> (1,2,,"m.csv")\n<WRITETABLE> (1,4,,"m.sbs")\n')
+
+
+def _cells_of_records(frame: pd.DataFrame) -> dict[tuple[str, str], list[float]]:
+    """Every cell of Region (with its regions and total) × Size (with its total): its contributions."""
+    parent = {c.strip(): r for r, cs in REGIONS.items() for c in cs}
+    out: dict[tuple[str, str], list[float]] = {}
+    for region, size, value in zip(frame["Region"], frame["Size"], frame["Turnover"]):
+        for r in ("Total", parent[region], region):
+            for sz in ("Total", size):
+                out.setdefault((r, sz), []).append(float(value))
+    return out
+
+
+def test_magnitude_rules_run_as_magnitude_suppression(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    frame = _records()
+    _write_micro(tmp_path, frame)
+    code, out, _ = _run(tmp_path, MAGNITUDE_JOB, capsys=capsys)
+    assert code == 0, out
+    rule_line = next(ln for ln in out.splitlines() if "<SAFETYRULE>" in ln)
+    assert "mapped" in rule_line and "nk:1,60" in rule_line and "p:15" in rule_line and "NK(0,0)" not in rule_line
+    assert "magnitude-suppress" in next(ln for ln in out.splitlines() if "<SUPPRESS>" in ln)
+    m = pd.read_csv(tmp_path / "m.csv", dtype=str, keep_default_na=False)
+    shown = {(a.strip(), b.strip()): v for a, b, v in m.itertuples(index=False)}
+    truth = _cells_of_records(frame)
+    primary = 0
+    for key, values in truth.items():
+        x = sorted(values, reverse=True)
+        total = sum(x)
+        # the rules, computed here from the records: (1,60) dominance and the p% rule at 15%
+        unsafe = total > 0 and (x[0] > 0.6 * total or total - x[0] - (x[1] if len(x) > 1 else 0) < 0.15 * x[0])
+        primary += unsafe
+        if unsafe:
+            assert shown[key] == "x", key
+        elif shown[key] != "x":
+            assert float(shown[key]) == total, key
+    hidden = sum(v == "x" for v in shown.values())
+    assert primary > 0 and hidden > primary  # the rules flagged cells; secondary cells protect them
+    sbs = pd.read_csv(tmp_path / "m.sbs", header=None, dtype=str, keep_default_na=False)
+    assert stat.S_IMODE(os.stat(tmp_path / "m.sbs").st_mode) == 0o600
+    for a, b, _v, _f, _s, dom in sbs.itertuples(index=False):  # the private dominance share, in percent
+        values = truth[(a.strip(), b.strip())]
+        assert float(dom) == pytest.approx(100 * max(values) / sum(values), abs=0.006)
+
+
+def _write_holdings(folder: Path) -> None:
+    """Region × Size with four equal contributions per cell, except one cell where two enterprises
+    of holding H1 hold 40% each: safe by (1,60) dominance per enterprise, unsafe per holding."""
+    rows = []
+    for cs in REGIONS.values():
+        for region in cs:
+            for size in "123":
+                if (region, size) == (" 1", "1"):
+                    rows += [(region, size, 400, "H1"), (region, size, 400, "H1"), (region, size, 200, "")]
+                else:
+                    rows += [(region, size, 100, f"G{k}") for k in range(4)]
+    (folder / "firms.asc").write_text("".join(f"{r:>2}{s}{v:>6}{h:<4}\n" for r, s, v, h in rows))
+    (folder / "firms.rda").write_text(
+        'Region 1 2 "99"\n  <RECODEABLE>\n  <HIERARCHICAL>\n  <HIERCODELIST> "region.hrc"\n  <HIERLEADSTRING> "@"\n'
+        "Size 3 1\n  <RECODEABLE>\nTurnover 4 6\n  <NUMERIC>\nHolding 10 4\n  <HOLDING>\n")
+    (folder / "region.hrc").write_text("".join(f"{r}\n" + "".join(f"@{c}\n" for c in cs) for r, cs in REGIONS.items()))
+
+
+@pytest.mark.parametrize(("rules", "hidden"), [("NK(1,60)", False), ("NK(0,0)|NK(0,0)|NK(1,60)", True),
+                                                ("NK(1,60)|NK(0,0)|NK(0,0)", False)])
+def test_the_third_nk_rule_reads_holdings(tmp_path: Path, capsys: pytest.CaptureFixture[str], rules: str,
+                                          hidden: bool) -> None:
+    _write_holdings(tmp_path)
+    job = MAGNITUDE_JOB.replace("NK(1,60)|P(15,1)|NK(0,0)", rules)
+    code, out, _ = _run(tmp_path, job, capsys=capsys)
+    assert code == 0, out
+    m = pd.read_csv(tmp_path / "m.csv", dtype=str, keep_default_na=False)
+    shown = {(a.strip(), b.strip()): v for a, b, v in m.itertuples(index=False)}
+    assert (shown[("1", "1")] == "x") is hidden
+    hidden_cells = sum(v == "x" for v in shown.values())
+    assert hidden_cells >= 4 if hidden else hidden_cells == 0  # the cell and at least a rectangle, or nothing
+
+
+def test_an_apriori_unsafe_cell_of_a_magnitude_table_is_hidden(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                                                ) -> None:
+    _write_holdings(tmp_path)
+    (tmp_path / "prior.hst").write_text("10;3;U\n")
+    job = MAGNITUDE_JOB.replace("NK(1,60)|P(15,1)|NK(0,0)", "NK(1,60)").replace(
+        "<SUPPRESS>", '<APRIORI> "prior.hst", 1, ";"\n<SUPPRESS>')
+    code, out, _ = _run(tmp_path, job, capsys=capsys)
+    assert code == 0, out
+    m = pd.read_csv(tmp_path / "m.csv", dtype=str, keep_default_na=False)
+    shown = {(a.strip(), b.strip()): v for a, b, v in m.itertuples(index=False)}
+    assert shown[("10", "3")] == "x" and sum(v == "x" for v in shown.values()) >= 4
+    assert shown[("1", "1")] != "x"  # safe per enterprise: no rule for holdings here
+
+
+def test_wgt_weighs_the_contributions(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _write_holdings(tmp_path)
+    lines = (tmp_path / "firms.asc").read_text().splitlines()
+    weights = [2.5 if k % 3 == 0 else 1.0 for k in range(len(lines))]
+    (tmp_path / "firms.asc").write_text("".join(f"{ln}{w:>4.1f}\n" for ln, w in zip(lines, weights)))
+    rda = (tmp_path / "firms.rda").read_text() + "Weight 14 4\n  <WEIGHT>\n  <DECIMALS> 1\n"
+    (tmp_path / "firms.rda").write_text(rda)
+    job = MAGNITUDE_JOB.replace("NK(1,60)|P(15,1)|NK(0,0)", "NK(1,90)|WGT(1)")
+    code, out, _ = _run(tmp_path, job, capsys=capsys)
+    assert code == 0, out
+    assert "weighted by the <WEIGHT> variable" in next(ln for ln in out.splitlines() if "<SAFETYRULE>" in ln)
+    m = pd.read_csv(tmp_path / "m.csv", dtype=str, keep_default_na=False)
+    total = sum(int(ln[3:9]) * w for ln, w in zip(lines, weights))
+    assert float(m.iloc[0, 2]) == total != sum(int(ln[3:9]) for ln in lines)
+
+
+def test_magnitude_rules_translate_to_tabsafes() -> None:
+    from tabsafe.interop.argus.arb import read_arb
+    from tabsafe.interop.argus.magnitude import translate
+
+    def rules(text: str) -> tuple[str, ...]:
+        return read_arb(f"<SAFETYRULE> {text}\n")[0].args
+
+    m = translate(rules("P(15,2)|NK(3,75)|FREQ(3,20)|REQ(30,30,3,10)|ZERO(5)|WGT(1)|MIS(1)|MAN(20)"))
+    assert m.rules == ("p:15,2", "nk:3,75", "freq:3,20", "request:30", "zero:5")
+    assert m.weights and m.missing_safe and m.manual == 20 and m.magnitude
+    m = translate(rules("P(10,1)|P(0,0)|P(20,1)|NK(0,0)|NK(0,0)|NK(2,80)|FREQ(3,0)|FREQ(2,0)"))
+    assert m.rules == ("p:10", "p:20:holding", "nk:2,80:holding", "freq:3", "freq:2:holding")
+    assert translate(rules("NK(3,75)|NK(2,90)")).rules == ("nk:3,75", "nk:2,90")  # two per level
+    assert not translate(rules("FREQ(3,10)|MAN(10)")).magnitude
+
+
+def test_dominance_rules_on_a_frequency_table_are_not_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     _write_micro(tmp_path, _records())
-    job = ('<OPENMICRODATA> "firms.asc"\n<OPENMETADATA> "firms.rda"\n<SPECIFYTABLE> "Region"|"Turnover"||\n'
-           '<SAFETYRULE> NK(2,75)|P(15,1)|NK(0,0)\n<READMICRODATA>\n<SUPPRESS> MOD(1)\n'
-           '<WRITETABLE> (1,2,,"m.csv")\n')
+    job = MAGNITUDE_JOB.replace('|"Turnover"||', "|<FREQ>||")
     code, out, _ = _run(tmp_path, job, capsys=capsys)
     assert code == 1
-    rule_line = next(ln for ln in out.splitlines() if "<SAFETYRULE>" in ln)
-    assert "not-run" in rule_line and "issue #29" in rule_line and "NK(0,0)" not in rule_line
+    assert "not-run" in next(ln for ln in out.splitlines() if "<SAFETYRULE>" in ln)
 
 
 def test_rounding_job(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

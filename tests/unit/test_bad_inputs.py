@@ -74,6 +74,11 @@ def _tree(root: Path) -> None:
     (root / "served_bad" / "persons.parquet").write_bytes((root / "census" / "persons.parquet").read_bytes())
     (root / "served_bad" / "meta.yaml").write_text("variables: [a, b\n  c: {\n")
     (root / "ptable.csv").write_text("i,j,p,v,p_int_lb,p_int_ub\n0,0,1,0,0,1\n")
+    from tabsafe.synth_business import synth_business
+
+    synth_business(120, 3, root / "business")  # a magnitude table's contributions (issue #29)
+    (root / "apriori_bad.csv").write_text("activity,size,status\nZZ,micro,safe\n")
+    (root / "apriori_text.csv").write_text("activity,size,upper\nA11,micro,lots\n")
 
 
 @pytest.fixture(scope="module")
@@ -120,6 +125,8 @@ BASE = {
     "synth": "synth --persons 100 --out newcensus",
     "release": "protect --release release.yaml --method controlled-round --base 3 --out newpub",
     "audit": "audit --release pub/release.yaml --out new.json",
+    "magnitude": "protect business/enterprises.parquet --by activity,size --method magnitude-suppress "
+                 "--magnitude turnover --contributor enterprise --rule p:15 --out new.csv",
 }
 
 #: option -> bad values, for every base command that has the option
@@ -164,6 +171,27 @@ METHOD_BAD: dict[str, dict[str, list[str]]] = {
     "audit": {"--release": ["missing.yaml", "bad.yaml", "pub_text/release.yaml", "census/meta.yaml", "pub/area_sex.csv"],
               "--out": ["pub/area_sex.csv", "pub/release.yaml", "x.txt", "nofolder/x.json", "census/persons.parquet"]},
     "tabulate": {"--sum": ["nosuch", "sex", ""], "--key": ["nosuch", "sex"]},
+    "magnitude": {"--rule": ["", "p", "p:x", "p:-5", "p:15,0", "pq:15", "pq:20,10", "nk:2", "nk:0,85",
+                             "nk:2,150", "nk:1.5,80", "freq:0", "freq:3,x", "zero:-1", "colour:3", "p:15:group",
+                             "p:15:holding", "request:10", "p:15;nk:2,85"],
+                  "--magnitude": ["nosuch", "activity", "enterprise", "", "holding"],
+                  "--contributor": ["nosuch", "size", "turnover", ""],
+                  "--holding": ["nosuch", "activity", "enterprise"],
+                  "--weight": ["nosuch", "activity", "holding"],
+                  "--shadow": ["nosuch", "holding"],
+                  "--request": ["nosuch"],
+                  "--apriori": ["missing.csv", "shadow.csv", "decoy/data.csv", "census/meta.yaml", "apriori_bad.csv",
+                                "apriori_text.csv", "empty.csv", "rag.csv"],
+                  "--cost": ["nosuch", "", "activity"],
+                  "--lam": ["-1", "2", "x", "nan"],
+                  "--manual-ratio": ["-1", "101", "x"],
+                  "--missing": ["activity", ":x", "activity:"],
+                  "--weighting": ["nosuch"],
+                  "--mode": ["nosuch"],
+                  "--work-limit": ["0", "x"],
+                  "--time-limit": ["0", "-1", "x"],
+                  "--out": ["business/enterprises.parquet", "business/meta.yaml", "business/hierarchies/activity.hrc"],
+                  "--method": ["magnitude-suppress,ckm", "suppress,magnitude-suppress"]},
 }
 
 #: which generic options each base command takes
@@ -180,6 +208,7 @@ GENERIC = {
     "synth": ["--log-json", "--seed", "--memory-limit"],
     "release": ["--log-json", "--seed"],
     "audit": ["--log-json", "--memory-limit"],
+    "magnitude": ["--by", "--where", "--out", "--max-cells", "DATA"],
 }
 
 #: values of a generic option that are fine for one command (not a bad input there)
@@ -260,6 +289,16 @@ NAMED = [
     ("unknown command", "nosuch"),
     ("no command options", "protect"),
     ("measure unknown", "measure nosuch --method ckm"),
+    ("magnitude from cells", "protect --table decoy/data.csv --count n --by area,sex --method magnitude-suppress "
+                             "--magnitude n --rule p:15 --out new.csv"),
+    ("magnitude holding and weight", "protect business/enterprises.parquet --by activity,size "
+                                     "--method magnitude-suppress --magnitude turnover --contributor enterprise "
+                                     "--holding holding --weight weight --rule p:15 --out new.csv"),
+    ("magnitude without rules", "protect business/enterprises.parquet --by activity,size "
+                                "--method magnitude-suppress --magnitude turnover --out new.csv"),
+    ("magnitude evaluation is the data", "protect business/enterprises.parquet --by activity,size "
+                                         "--method magnitude-suppress --magnitude turnover --rule p:15 --out new.csv "
+                                         "--evaluation business/enterprises.parquet"),
     ("swap microdata of a table method", "swap census/persons.parquet --method ckm --out new.parquet"),
     ("swap hierarchy and geography", "swap census/persons.parquet --method targeted --geography region,area "
                                      "--hierarchy region,area --risk-vars sex --k 3 --swaprate 0.05 --out new.parquet"),

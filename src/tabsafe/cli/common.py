@@ -21,7 +21,7 @@ from tabsafe.errors import InputError
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.hierarchy import Hierarchy
     from tabsafe.model.microdata import InnerCells, Microdata
-    from tabsafe.model.spec import KeySpec, TableSpec
+    from tabsafe.model.spec import ContributorSpec, KeySpec, TableSpec
     from tabsafe.model.table import Table
 
 DEFAULT_MAX_CELLS = 1_000_000_000
@@ -138,7 +138,7 @@ def load_source(args: argparse.Namespace, *, needs_microdata: bool = False) -> M
         raise InputError("give either DATA (microdata) or --table (inner cells), not both")
     if table_file:
         if needs_microdata:
-            raise InputError("this method needs microdata (DATA with record keys), not --table")
+            raise InputError("this method needs microdata (DATA: one record per person or contribution), not --table (inner cells)")
         if not args.count:
             raise InputError("--table needs --count COLUMN (the column holding the counts)")
         return InnerCells.from_file(table_file, count=args.count, codelists=codelists)
@@ -148,12 +148,13 @@ def load_source(args: argparse.Namespace, *, needs_microdata: bool = False) -> M
 
 
 def table_spec(args: argparse.Namespace, *, key: KeySpec | None = None, sums: Sequence[str] = (),
-               sum_digits: int | None = None) -> TableSpec:
+               sum_digits: int | None = None, contributors: ContributorSpec | None = None) -> TableSpec:
     from tabsafe.model.spec import DEFAULT_SUM_DIGITS, TableSpec
 
     return TableSpec(
         by=args.by, hierarchies=parse_hierarchies(args.hierarchy), where=args.where, sums=tuple(sums),
         sum_digits=DEFAULT_SUM_DIGITS if sum_digits is None else sum_digits, key=key, max_cells=args.max_cells,
+        contributors=contributors,
     )
 
 

@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         sides = plan_sides(out, args.out, chain.methods)  # e.g. PRAM's transition matrix, beside the release
         needs = chain.needs()
         source = load_source(args, needs_microdata=needs.microdata)
-        spec = table_spec(args, key=needs.key, sums=needs.sums)
+        spec = table_spec(args, key=needs.key, sums=needs.sums, contributors=needs.contributors)
         result, _ = chain.run(source, spec, seed=args.seed, engine=args.engine)
         if args.keep_original:
             data = result.table

@@ -42,7 +42,7 @@ from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Dimension, Table
 
-__all__ = ["Contributions", "contributions"]
+__all__ = ["ContributionTable", "Contributions", "contributions", "merge_cells"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -128,6 +128,51 @@ class Contributions:
         cells = np.repeat(np.arange(self.n_cells), np.diff(self.ptr))
         return _grouped(self, cells, remap[group[self.unit]], labels[keep],
                         holding_of=np.full(keep.size, -1, dtype=np.int64), holdings=np.zeros(0, dtype=object))
+
+
+class ContributionTable(Table):
+    """A magnitude table that carries its contributions: what tabulation gives a method that reads
+    them (:class:`tabsafe.method.Needs` ``contributors``).
+
+    Value columns on the whole grid: ``count`` and ``sum_<variable>`` the cells' values
+    (``Σ w x``: the magnitude is the table's value, so a method's evaluation ``original`` is the
+    true magnitude), ``contributors`` their numbers. :attr:`contributions` is the private handle
+    the rules and audits read; a table derived from this one (``densify``, ``with_values``, a
+    method's release) is a plain :class:`Table` and carries no contribution on.
+    """
+
+    def __init__(self, c: Contributions, meta: Mapping[str, Any] | None = None) -> None:
+        super().__init__(c.dimensions, np.arange(c.n_cells, dtype=np.int64), {
+            "count": c.value, f"sum_{c.variable}": c.value, "contributors": c.contributors.astype(np.int64),
+        }, meta, _checked=True)
+        object.__setattr__(self, "_contributions", c)
+
+    @property
+    def contributions(self) -> Contributions:
+        """Who contributed what to every cell (private: original contributions)."""
+        return self._contributions  # type: ignore[no-any-return, attr-defined]
+
+
+def merge_cells(c: Contributions, groups: Sequence[Sequence[int]]) -> Contributions:
+    """One pseudo-cell per group of grid cells: the union of the cells' contributions, a
+    contributor present in several cells of a group one contributor with its contributions summed
+    (for rules on the sums a suppression pattern reveals, :mod:`tabsafe.risk.group_dominance`).
+
+    The result's cells are the groups (its ``dimensions`` are ``c``'s, kept for reference only:
+    its :meth:`~Contributions.table` does not describe it)."""
+    parts = [np.arange(c.ptr[cell], c.ptr[cell + 1]) for g in groups for cell in g]
+    gid = [np.full(int(c.ptr[cell + 1] - c.ptr[cell]), k, dtype=np.int64) for k, g in enumerate(groups) for cell in g]
+    entries = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    cells = np.concatenate(gid) if gid else np.zeros(0, dtype=np.int64)
+    amount, weight, published, requested, ptr, unit = _aggregate(
+        len(groups), cells, c.unit[entries], c.amount[entries], (c.weight * c.amount)[entries], c.published[entries],
+        c.requested[entries])
+
+    def summed(x: np.ndarray) -> np.ndarray:
+        return np.array([float(x[list(g)].sum()) for g in groups], dtype=np.float64)
+
+    return Contributions(c.dimensions, summed(c.value), summed(c.shadow), summed(c.cost), ptr, unit, amount, weight,
+                         published, requested, c.units, c.holding_of, c.holdings, c.weighted, c.variable)
 
 
 def _grouped(base: Contributions, cells: np.ndarray, unit: np.ndarray, units: np.ndarray, *,
@@ -226,6 +271,21 @@ def _labels(frame: pd.DataFrame, col: str, what: str) -> tuple[np.ndarray, np.nd
     return labels.astype(object), idx.astype(np.int64)
 
 
+def _holding_labels(frame: pd.DataFrame, col: str) -> tuple[np.ndarray, np.ndarray]:
+    """The holdings and each record's (-1: none). An empty or missing holding means the
+    contributor belongs to no holding — it is not one holding of every independent enterprise,
+    which would make an insider of all of them together."""
+    if col not in frame.columns:
+        raise InputError(f"holding {col!r} is not a column of the data")
+    raw = frame[col]
+    text = raw.astype(str).str.strip().to_numpy(dtype=object)
+    none = raw.isna().to_numpy() | (text == "")
+    labels, idx = np.unique(text[~none].astype(str), return_inverse=True)
+    out = np.full(len(frame), -1, dtype=np.int64)
+    out[~none] = idx
+    return labels.astype(object), out
+
+
 def contributions(
     data: pd.DataFrame,
     by: Sequence[str],
@@ -238,6 +298,7 @@ def contributions(
     cost: str | None = None,
     request: str | None = None,
     hierarchies: Mapping[str, Hierarchy] | None = None,
+    digits: int | None = None,
 ) -> Contributions:
     """Tabulate microdata with contributors onto the grid of ``by`` (every margin).
 
@@ -246,12 +307,14 @@ def contributions(
         by: the spanning variables.
         value: the response variable (turnover); the published value is ``Σ weight × value``.
         contributor: the contributor id (default: each record is a contributor).
-        holding: the holding (enterprise group) of each contributor.
+        holding: the holding (enterprise group) of each contributor; empty or missing: none.
         weight: decimal sampling weights (default 1).
         shadow: the variable the rules read (default ``value``).
         cost: the variable whose weighted totals are the cost of hiding a cell (default ``value``).
         request: a 0/1 (or boolean) column: the contributor asked for protection.
         hierarchies: per variable, its hierarchy (default: a flat codelist of the codes found).
+        digits: round each record's published amount ``weight × value`` to this many decimal
+            places and sum exactly (tabulation's ``sum_digits``); None: float sums.
 
     Every argument error is one :class:`InputError` naming the column and record.
     """
@@ -285,7 +348,7 @@ def contributions(
     holding_of = np.full(units.size, -1, dtype=np.int64)
     holdings = np.zeros(0, dtype=object)
     if holding is not None:
-        holdings, hold = _labels(frame, holding, "holding")
+        holdings, hold = _holding_labels(frame, holding)
         holding_of[unit] = hold
         clash = np.flatnonzero(holding_of[unit] != hold)
         if clash.size:
@@ -293,11 +356,19 @@ def contributions(
             raise InputError(f"contributor {units[unit[row]]!r} belongs to two holdings (record {row + 1})")
     rec, ids = _expand(leaf, dims)
     n_cells = int(np.prod([len(d) for d in dims], dtype=np.int64))
-    value_cells = np.bincount(ids, weights=(w * x)[rec], minlength=n_cells)
+    wx = w * x
+    if digits is not None:
+        # each record's published amount to ``digits`` places, summed in whole units: a cell is
+        # the exact decimal sum of its records (additive to the last digit, the same in every run)
+        units_wx = np.round(wx * 10.0 ** digits)
+        value_cells = np.bincount(ids, weights=units_wx[rec], minlength=n_cells) / 10.0 ** digits
+        wx = units_wx / 10.0 ** digits
+    else:
+        value_cells = np.bincount(ids, weights=wx[rec], minlength=n_cells)
     shadow_cells = np.bincount(ids, weights=(w * sh)[rec], minlength=n_cells)
     cost_cells = np.bincount(ids, weights=(w * co)[rec], minlength=n_cells)
     amount, wgt, published, requested, ptr, unit_out = _aggregate(
-        n_cells, ids, unit[rec], sh[rec], (w * sh)[rec], (w * x)[rec], req[rec])
+        n_cells, ids, unit[rec], sh[rec], (w * sh)[rec], wx[rec], req[rec])
     return Contributions(tuple(dims), value_cells, shadow_cells, cost_cells, ptr, unit_out, amount, wgt,
                          published, requested, units, holding_of, holdings, weight is not None, value)
 

@@ -47,6 +47,37 @@ class KeySpec:
 
 
 @dataclass(frozen=True, kw_only=True)
+class ContributorSpec:
+    """Where the contributions of a magnitude table are in the microdata (issue #29): a method
+    that reads who contributed what to each cell (:class:`tabsafe.method.Needs`) names its
+    columns here, and tabulation then keeps every cell's contributions — private, for rules and
+    audits only (:class:`tabsafe.model.contributions.ContributionTable`).
+
+    Attributes:
+        value: the response variable (turnover); a cell's value is ``Σ weight × value``.
+        contributor: the contributor id (default: each record is a contributor).
+        holding: the holding (enterprise group) of each contributor.
+        weight: decimal sampling weights.
+        shadow: the variable the rules read (default ``value``).
+        cost: a cost variable (default ``value``).
+        request: a 0/1 column: the contributor asked for protection.
+    """
+
+    value: str
+    contributor: str | None = None
+    holding: str | None = None
+    weight: str | None = None
+    shadow: str | None = None
+    cost: str | None = None
+    request: str | None = None
+
+    def columns(self) -> dict[str, str]:
+        """The columns named, by role (roles left out are not named)."""
+        roles = ("value", "contributor", "holding", "weight", "shadow", "cost", "request")
+        return {r: getattr(self, r) for r in roles if getattr(self, r) is not None}
+
+
+@dataclass(frozen=True, kw_only=True)
 class TableSpec:
     """A table to build from microdata or from inner cells.
 
@@ -64,6 +95,9 @@ class TableSpec:
         weight: a column of whole-number record weights: a cell's count is the sum of its
             records' weights (e.g. perturbation weights, 001 §7); default: the microdata's own
             weight column, if it declares one, else every record counts 1.
+        contributors: a magnitude table with its contributions (:class:`ContributorSpec`): the
+            table is then the whole grid of the response's totals and carries every cell's
+            contributions (read into this process whatever the engine).
     """
 
     by: tuple[str, ...]
@@ -74,6 +108,7 @@ class TableSpec:
     key: KeySpec | None = None
     max_cells: int = DEFAULT_MAX_CELLS
     weight: str | None = None
+    contributors: ContributorSpec | None = None
 
     def __post_init__(self) -> None:
         by = tuple(self.by)
@@ -86,6 +121,14 @@ class TableSpec:
             dup = next(v for i, v in enumerate(by) if v in by[:i])
             raise InputError(f"variable {dup!r} is given twice in {param('by')}")
         object.__setattr__(self, "by", by)
+        # before the sums: a magnitude method sums its response itself (no --sum was given)
+        if self.contributors is not None:
+            named = self.contributors.columns()
+            clash = sorted(set(named.values()) & set(by))
+            if clash:
+                role = next(r for r, c in named.items() if c == clash[0])
+                raise InputError(f"variable {clash[0]!r} is both spanning ({param('by')}) and the "
+                                 f"{'magnitude' if role == 'value' else role} of the magnitude table ({param(role if role != 'value' else 'magnitude')})")
         sums = tuple(self.sums)
         if len(set(sums)) != len(sums):
             dup = next(v for i, v in enumerate(sums) if v in sums[:i])

@@ -47,8 +47,10 @@ import numpy as np
 
 from tabsafe.errors import InputError, param
 from tabsafe.model.contributions import Contributions
+from tabsafe.params import Constraint
 
-__all__ = ["DominanceAssessment", "DominanceRules", "NKRule", "PRule", "assess_dominance", "top_sums"]
+__all__ = ["DominanceAssessment", "DominanceRules", "NKRule", "PRule", "RuleList", "assess_dominance", "parse_rules",
+           "top_sums"]
 
 WEIGHTINGS = ("tauargus", "sample")
 
@@ -322,3 +324,139 @@ def assess_dominance(c: Contributions, rules: DominanceRules) -> DominanceAssess
     upper = np.where(unsafe, level, 0.0)
     lower = upper if c.negative else np.minimum(upper, np.maximum(c.value, 0.0))
     return DominanceAssessment(c, rules, flags, upper, lower)
+
+
+# ------------------------------------------------------------------ rules as text (the CLI's --rule)
+
+#: rule kinds in text and the numbers each takes (at least, at most)
+RULE_SYNTAX = {"p": (1, 2), "pq": (2, 3), "nk": (2, 2), "freq": (1, 2), "request": (1, 1), "zero": (1, 1)}
+RULE_HELP = ("p:P[,N] (p%% rule against a coalition of N), pq:P,Q[,N] ((p,q) rule), nk:N,K ((n,k) dominance), "
+             "freq:N[,RANGE] (minimum contributors; RANGE%% protection), request:PCT, zero:RANGE; add :holding to "
+             "apply p, pq, nk or freq to holdings")
+
+
+def _rule_texts(items: Sequence[str]) -> tuple[str, ...]:
+    """Rules from comma-separated pieces: a piece that does not start with ``kind:`` continues the
+    rule before it (``nk:2,85`` arrives as ``nk:2`` and ``85`` from a comma-separated option)."""
+    out: list[str] = []
+    for piece in (p.strip() for p in items):
+        if ":" in piece and piece.split(":", 1)[0].strip().lower() in RULE_SYNTAX:
+            out.append(piece)
+        elif out and piece:
+            out[-1] += "," + piece
+        else:
+            raise InputError(f"{param('rule')}: {piece!r} is not a rule; give {RULE_HELP.replace('%%', '%')}")
+    return tuple(out)
+
+
+def _one_rule(text: str) -> tuple[str, tuple[float, ...], bool]:
+    """``nk:2,85:holding`` → ``("nk", (2.0, 85.0), True)``; one line naming ``--rule`` when wrong."""
+    kind, _, rest = text.partition(":")
+    kind = kind.strip().lower()
+    holding = False
+    body, sep, tail = rest.rpartition(":")
+    if sep:
+        if tail.strip().lower() != "holding":
+            raise InputError(f"{param('rule')} {text!r}: {tail.strip()!r} is not ':holding'")
+        rest, holding = body, True
+    if holding and kind not in {"p", "pq", "nk", "freq"}:
+        raise InputError(f"{param('rule')} {text!r}: only p, pq, nk and freq rules apply to holdings")
+    lo, hi = RULE_SYNTAX[kind]
+    parts = [x.strip() for x in rest.split(",")]
+    values = []
+    for x in parts:
+        try:
+            v = float(x)
+        except ValueError:
+            raise InputError(f"{param('rule')} {text!r}: {x!r} is not a number") from None
+        if not np.isfinite(v):
+            raise InputError(f"{param('rule')} {text!r}: {x!r} is not a finite number")
+        values.append(v)
+    if not lo <= len(values) <= hi:
+        need = str(lo) if lo == hi else f"{lo} or {hi}"
+        raise InputError(f"{param('rule')} {text!r}: a {kind} rule takes {need} numbers")
+    return kind, tuple(values), holding
+
+
+def parse_rules(texts: Sequence[str], *, missing: Mapping[str, tuple[str, ...]] | None = None,
+                weighting: str = "tauargus") -> DominanceRules:
+    """The :class:`DominanceRules` that rule texts (``p:15``, ``nk:2,85:holding``…; :data:`RULE_HELP`)
+    state. Each error is one line naming ``--rule``.
+
+    >>> r = parse_rules(["p:15", "nk:2,85:holding", "freq:3"])
+    >>> r.names
+    ('p15', 'nk2,85 holding', 'frequency')
+    """
+    p: list[PRule] = []
+    nk: list[NKRule] = []
+    kw: dict[str, Any] = {}
+    for text in _rule_texts(texts):
+        kind, v, holding = _one_rule(text)
+        try:
+            if kind in {"p", "pq"}:
+                q = v[1] if kind == "pq" else 100.0
+                if kind == "pq" and not v[0] < q:
+                    # the intruder's prior is already within q%: a p at or above q asks more than ignorance
+                    raise InputError(f"p must be less than q (the prior's accuracy); got p={v[0]:g}, q={q:g}")
+                n = v[-1] if len(v) == (3 if kind == "pq" else 2) else 1.0
+                p.append(PRule(v[0], q, _whole(n, text), holding))
+            elif kind == "nk":
+                nk.append(NKRule(_whole(v[0], text), v[1], holding))
+        except InputError as exc:
+            raise InputError(f"{param('rule')} {text!r}: {_bare(exc)}") from None
+        if kind in {"p", "pq", "nk"}:
+            continue
+        if kind == "freq":
+            name = "min_freq_holding" if holding else "min_freq"
+            if name in kw:
+                raise InputError(f"{param('rule')} {text!r}: a second freq rule{' for holdings' if holding else ''}")
+            if not float(v[0]).is_integer() or v[0] < 1:
+                raise InputError(f"{param('rule')} {text!r}: the number of contributors must be a whole number >= 1")
+            kw[name] = int(v[0])
+            rng = v[1] if len(v) > 1 else 0.0
+            if kw.get("freq_range", rng) != rng:
+                raise InputError(f"{param('rule')} {text!r}: the freq rules give two protection ranges")
+            kw["freq_range"] = rng
+        else:
+            key = "request" if kind == "request" else "zero_range"
+            if key in kw:
+                raise InputError(f"{param('rule')} {text!r}: a second {kind} rule")
+            kw[key] = v[0]
+    return DominanceRules(p=tuple(p), nk=tuple(nk), missing=dict(missing or {}), weighting=weighting, **kw)
+
+
+def _whole(x: float, text: str) -> int:
+    if not float(x).is_integer() or x < 1:
+        raise InputError(f"{param('rule')} {text!r}: {x:g} is not a whole number of contributors >= 1")
+    return int(x)
+
+
+def _bare(exc: InputError) -> str:
+    """An error's text with its parameter marks removed (the rule's own fields are not options)."""
+    return exc.render(lambda name: name)
+
+
+class RuleList(Constraint):
+    """The ``rule`` parameter: rule texts (:func:`parse_rules`), one per item or comma-separated
+    with the option repeated (``--rule p:15 --rule nk:2,85``)."""
+
+    allowed = "a list of magnitude rules"
+    metavar = "RULE"
+
+    def check(self, name: str, value: Any) -> tuple[str, ...]:
+        if isinstance(value, str):
+            value = value.split(",")
+        if not isinstance(value, (list, tuple)) or not value or not all(isinstance(v, str) for v in value):
+            raise InputError(f"parameter {param(name)} must be {self.allowed} ({RULE_HELP.replace('%%', '%')}); "
+                             f"got {value!r}")
+        texts = _rule_texts([piece for v in value for piece in v.split(",")])
+        for t in texts:
+            _one_rule(t)
+        return texts
+
+    def to_json(self, value: Any) -> Any:
+        return list(value)
+
+    @property
+    def repeatable(self) -> bool:
+        return True

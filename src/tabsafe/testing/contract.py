@@ -82,7 +82,8 @@ def example_table(method: TableMethod, examples: Examples | None = None) -> Any:
         key = KeySpec(column="rkey_int", modulus=key.modulus)
         data = data.drop(columns=["rkey"]).rename(columns={"rkey_int": "rkey"})
         key = KeySpec(column="rkey", modulus=key.modulus)
-    return tabulate(Microdata.from_frame(data), by, hierarchies=_hierarchies(by), key=key, sums=needs.sums)
+    return tabulate(Microdata.from_frame(data), by, hierarchies=_hierarchies(by), key=key, sums=needs.sums,
+                    contributors=needs.contributors)
 
 
 def example_microdata(examples: Examples) -> Any:

@@ -4,8 +4,8 @@ Source: the tau-ARGUS manual ("Batch processing") for what each command means; t
 methods for what is done instead. Every command gets one :class:`Step`: ``ran`` (done as in
 tau-ARGUS), ``mapped`` (done by tabsafe's nearest method — the text says which and how the result
 differs), ``not-run`` (tabsafe cannot do it; the job goes on without it) or ``ignored`` (nothing
-to do headless). Magnitude rules (p%, (n,k), request, zero, weights, holdings) are parsed and
-reported as not supported yet (issue #29).
+to do headless). Magnitude rules (p%, (n,k), request, zero, weights, holdings) run as
+``magnitude-suppress`` on microdata (:mod:`.magnitude`; a table file lacks the contributions).
 
 Outputs (``<WRITETABLE>``, ``<VERSIONINFO>``) are planned in an :class:`~tabsafe.io.Outputs`
 before any work and written together at the end; formats that carry original values or which
@@ -29,8 +29,6 @@ from tabsafe.interop.argus.writetable import private, write_table
 from tabsafe.io import Outputs
 
 __all__ = ["JobResult", "Step", "planned_outputs", "run_job"]
-
-_MAGNITUDE = "not supported yet (issue #29: magnitude tables)"
 
 
 @dataclass(frozen=True)
@@ -158,36 +156,35 @@ def _specify(job: Job, cmd: Command) -> None:
     job.tables.append(JobTable(tuple(names), response, shadow, cost))
     notes = []
     if shadow:
-        notes.append("the shadow variable is used by magnitude rules only (issue #29)")
+        notes.append("the shadow variable is read by dominance rules only")
     if cost or lam:
-        notes.append("tabsafe's costs are the cell values (or one per cell), not a cost variable or λ")
+        notes.append("a cost variable or function applies to tables protected by dominance rules (elsewhere the "
+                     "costs are the cell values); λ is not used")
     job.say(cmd, "mapped" if notes else "ran", f"table {len(job.tables)}" + (": " + "; ".join(notes) if notes else ""))
 
 
 def _safety(job: Job, cmd: Command) -> None:
+    from tabsafe.interop.argus.magnitude import translate
+
     if not job.tables:
         raise fail(job.src, cmd.line, "<SAFETYRULE>", "specify a table first")
-    job.tables[-1].rules = cmd.args
-    texts = []
-    freq_seen = 0
-    for rule in cmd.args:
-        kind, v = rule.kind, rule.values
-        if kind == "FREQ":
-            freq_seen += 1
-            if freq_seen > 1 and v[0] > 0:
-                texts.append(f"{rule.text()} (holdings) {_MAGNITUDE}")
-            elif v[0] > 0:
-                texts.append(f"{rule.text()} as the threshold rule 0 < n < {v[0]:g}, protection ratio {v[1]:g}%")
-        elif kind in {"P", "NK", "REQ", "ZERO"} and v[0] > 0:
-            texts.append(f"{rule.text()} {_MAGNITUDE}")
-        elif kind == "WGT" and v[0] == 1:
-            texts.append(f"{rule.text()} (weights) {_MAGNITUDE}")
-        elif kind == "MIS":
-            texts.append(f"{rule.text()}: cells with a missing code are " + ("always safe" if v[0] else "checked"))
-        elif kind == "MAN":
-            texts.append(f"{rule.text()}: protection ratio {v[0]:g}% for cells made unsafe a priori")
-    outcome = "not-run" if any(_MAGNITUDE in t for t in texts) else ("mapped" if texts else "ran")
-    job.say(cmd, outcome, "; ".join(texts) or "no rule: the given statuses are used")
+    t = job.tables[-1]
+    t.rules = cmd.args
+    m = translate(cmd.args)
+    if not m.magnitude:  # a frequency rule: the threshold rule of the suppress method
+        texts = []
+        for rule in cmd.args:
+            if rule.kind == "FREQ" and rule.values[0] > 0:
+                texts.append(f"{rule.text()} as the threshold rule 0 < n < {rule.values[0]:g}, "
+                             f"protection ratio {rule.values[1]:g}%")
+        texts += [s for s in m.said if not s.startswith("FREQ")]
+        job.say(cmd, "mapped" if texts else "ran", "; ".join(texts) or "no rule: the given statuses are used")
+        return
+    if t.response.upper() == "<FREQ>":
+        job.say(cmd, "not-run", "; ".join(m.said) + ": dominance rules need a magnitude response, not <FREQ>")
+        return
+    job.say(cmd, "mapped", "; ".join(m.said) + " (magnitude-suppress; tau-ARGUS levels: the first two P and NK "
+            "rules and the first FREQ rule for contributors, further ones for holdings)")
 
 
 def _read_data(job: Job, cmd: Command) -> None:
@@ -238,7 +235,8 @@ def _apriori(job: Job, cmd: Command) -> None:
     unsupported = sum(e.action in {"C", "W", "PL", "AB"} for e in entries)
     text = f"{len(entries)} entries"
     if unsupported:
-        text += f"; {unsupported} cost, protection-level or bound entries are not applied ({_MAGNITUDE})"
+        text += (f"; {unsupported} cost, protection-level or bound entries: costs and protection levels apply "
+                 "to tables protected by dominance rules only, bounds (AB) never")
     if expand:
         text += "; trivial levels are not expanded"
     job.say(cmd, "mapped" if unsupported or expand else "ran", text)

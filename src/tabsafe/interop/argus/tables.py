@@ -68,13 +68,10 @@ def _recoded(job: Job, t: JobTable, v: Variable, column: list[str], h: Hierarchy
     return new, Hierarchy.flat(_sorted_codes(set(new), v), source=v.name)
 
 
-def _micro_table(job: Job, t: JobTable, cmd: Command) -> Table:
+def explanatory(job: Job, t: JobTable, cmd: Command, records: Any) -> tuple[dict[str, Any], dict[str, Hierarchy]]:
+    """Each explanatory variable's column of codes (recoded as the job says) and its hierarchy."""
     import pyarrow as pa
 
-    from tabsafe.model.microdata import Microdata
-    from tabsafe.tabulation import tabulate
-
-    records = records_of(job, cmd)
     assert job.meta is not None
     columns: dict[str, Any] = {}
     hierarchies: dict[str, Hierarchy] = {}
@@ -90,6 +87,18 @@ def _micro_table(job: Job, t: JobTable, cmd: Command) -> Table:
             column, h = _recoded(job, t, v, column, h, cmd)
         columns[v.name] = pa.array(column, pa.string())
         hierarchies[v.name] = h
+    return columns, hierarchies
+
+
+def _micro_table(job: Job, t: JobTable, cmd: Command) -> Table:
+    import pyarrow as pa
+
+    from tabsafe.model.microdata import Microdata
+    from tabsafe.tabulation import tabulate
+
+    records = records_of(job, cmd)
+    assert job.meta is not None
+    columns, hierarchies = explanatory(job, t, cmd, records)
     sums: tuple[str, ...] = ()
     digits = 2
     if t.response.upper() != "<FREQ>":
@@ -251,6 +260,11 @@ def protect(job: Job, t: JobTable, cmd: Command) -> tuple[str, str]:
     from dataclasses import replace
 
     method, _, params, rest = cmd.args
+    if method in {"GH", "MOD", "NET", "OPT"}:
+        from tabsafe.interop.argus.magnitude import protect_magnitude, translate
+
+        if translate(t.rules or ()).magnitude:
+            return protect_magnitude(job, t, cmd, method, params)
     cells = cells_of(job, t, cmd)
     status, ratio = _statuses(job, t, cells, cmd)
     if method in {"GH", "MOD", "NET", "OPT"}:

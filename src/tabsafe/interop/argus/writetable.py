@@ -7,7 +7,8 @@ Source: the tau-ARGUS manual ("Save table") and the writers of sdcTools/tauargus
    variables), ``x`` for a suppressed cell, ``-`` for an empty one;
 2. **pivot-csv** — one line per cell: codes, value (a first line of names);
 3. **code-value** — the same without the first line unless ``FL+``;
-4. **sbs** — the structural business statistics layout: codes, value, frequency, status letter
+4. **sbs** — the structural business statistics layout: codes, value, frequency, status letter,
+   and for a table protected by dominance rules the largest contribution's share in percent
    (values of suppressed cells are shown: a file for the statistical office, not the public);
 5. **intermediate** — ``codes;value;freq;status;lower;upper``, the ``.tab`` layout tau-ARGUS
    reads back (``SO+``: codes and status only);
@@ -64,6 +65,8 @@ class CellTable:
         lower, upper: protection levels of unsafe cells.
         method: ``suppress``, ``round``, ``ckm`` or ``None`` (not protected).
         cellkey: the cell keys (cell key method only).
+        dominance: the share (percent) of each cell's largest contribution (magnitude tables
+            protected by dominance rules only; the SBS format's last field — private).
     """
 
     dimensions: tuple[Dimension, ...]
@@ -77,6 +80,7 @@ class CellTable:
     upper: np.ndarray | None = None
     method: str | None = None
     cellkey: np.ndarray | None = None
+    dominance: np.ndarray | None = None
 
     def codes(self, i: int) -> list[str]:
         out = []
@@ -166,6 +170,8 @@ def _records(t: CellTable, fmt: int, opts: Mapping[str, bool]) -> list[str]:
         if fmt == 4:
             letter = {1: "V", 2: "V", 10: "V", 13: "V", 5: "A", 14: "-", 11: "D", 12: "D"}.get(int(t.status[i]), "B")
             fields += [str(int(t.freq[i])), letter]
+            if t.dominance is not None:
+                fields.append(f"{t.dominance[i]:.2f}")
         elif show:
             fields.append(str(int(t.status[i])))
         out.append(",".join(fields))

@@ -286,6 +286,22 @@ def _holding_labels(frame: pd.DataFrame, col: str) -> tuple[np.ndarray, np.ndarr
     return labels.astype(object), out
 
 
+def _holdings_of(frame: pd.DataFrame, holding: str | None, units: np.ndarray,
+                 unit: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each contributor's holding (-1: none) and the holdings' labels; a contributor in two
+    holdings is an input error naming its first record."""
+    holding_of = np.full(units.size, -1, dtype=np.int64)
+    if holding is None:
+        return holding_of, np.zeros(0, dtype=object)
+    holdings, hold = _holding_labels(frame, holding)
+    holding_of[unit] = hold
+    clash = np.flatnonzero(holding_of[unit] != hold)
+    if clash.size:
+        row = int(clash[0])
+        raise InputError(f"contributor {units[unit[row]]!r} belongs to two holdings (record {row + 1})")
+    return holding_of, holdings
+
+
 def contributions(
     data: pd.DataFrame,
     by: Sequence[str],
@@ -345,15 +361,7 @@ def contributions(
         units, unit = np.array([str(i + 1) for i in range(len(frame))], dtype=object), np.arange(len(frame))
     else:
         units, unit = _labels(frame, contributor, "contributor")
-    holding_of = np.full(units.size, -1, dtype=np.int64)
-    holdings = np.zeros(0, dtype=object)
-    if holding is not None:
-        holdings, hold = _holding_labels(frame, holding)
-        holding_of[unit] = hold
-        clash = np.flatnonzero(holding_of[unit] != hold)
-        if clash.size:
-            row = int(clash[0])
-            raise InputError(f"contributor {units[unit[row]]!r} belongs to two holdings (record {row + 1})")
+    holding_of, holdings = _holdings_of(frame, holding, units, unit)
     rec, ids = _expand(leaf, dims)
     n_cells = int(np.prod([len(d) for d in dims], dtype=np.int64))
     wx = w * x

@@ -242,16 +242,26 @@ def _apriori(job: Job, cmd: Command) -> None:
     job.say(cmd, "mapped" if unsupported or expand else "ran", text)
 
 
-def _suppress(job: Job, cmd: Command) -> None:
+def _protect_table(job: Job, t: JobTable, cmd: Command) -> tuple[str, str]:
+    """One table of ``<SUPPRESS>``: a table with dominance rules on its magnitudes goes to the
+    magnitude path (``interop/argus/magnitude.py``), every other to ``tables.protect``."""
+    from tabsafe.interop.argus.magnitude import protect_magnitude, translate
     from tabsafe.interop.argus.tables import protect
 
+    method, _, params, _rest = cmd.args
+    if method in {"GH", "MOD", "NET", "OPT"} and translate(t.rules or ()).magnitude:
+        return protect_magnitude(job, t, cmd, method, params)
+    return protect(job, t, cmd)
+
+
+def _suppress(job: Job, cmd: Command) -> None:
     _method, table, _params, _rest = cmd.args
     targets = list(range(len(job.tables))) if table == 0 else [table - 1]
     if table != 0 and not 1 <= table <= len(job.tables):
         raise fail(job.src, cmd.line, "<SUPPRESS> table", "no such table")
     texts, outcome = [], "mapped"
     for i in targets:
-        o, text = protect(job, job.tables[i], cmd)
+        o, text = _protect_table(job, job.tables[i], cmd)
         texts.append(f"table {i + 1}: {text}")
         outcome = "not-run" if o == "not-run" else outcome
     if table == 0:

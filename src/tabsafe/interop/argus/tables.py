@@ -260,11 +260,6 @@ def protect(job: Job, t: JobTable, cmd: Command) -> tuple[str, str]:
     from dataclasses import replace
 
     method, _, params, rest = cmd.args
-    if method in {"GH", "MOD", "NET", "OPT"}:
-        from tabsafe.interop.argus.magnitude import protect_magnitude, translate
-
-        if translate(t.rules or ()).magnitude:
-            return protect_magnitude(job, t, cmd, method, params)
     cells = cells_of(job, t, cmd)
     status, ratio = _statuses(job, t, cells, cmd)
     if method in {"GH", "MOD", "NET", "OPT"}:

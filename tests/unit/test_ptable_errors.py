@@ -204,10 +204,16 @@ def test_tau_argus_sas_variant_and_type_column(tmp_path: Path) -> None:
                           "1;2;0.75;1;0.25;1;all\n", "sas.txt")
     pt = PTable.from_file(sas)
     assert pt.column("p_int_lb").tolist() == [0.0, 0.0, 0.25]
-    other = write(tmp_path, "i;j;p;v;p_int_ub;type\n0;0;1;0;1;even\n", "other.txt")
+    # R ptable's even/odd tables are read (magnitude p-tables, issue #30) but never perturb counts
+    even = PTable.from_file(write(tmp_path, "i;j;p;v;p_int_ub;type\n0;0;1;0;1;even\n", "even.txt"))
+    assert even.kind == "even"
+    with pytest.raises(tabsafe.errors.InputError) as info:
+        lookup_noise(np.array([0]), np.array([0.5]), even)
+    assert "counts need one of type 'all'" in one_line(info.value)
+    other = write(tmp_path, "i;j;p;v;p_int_ub;type\n0;0;1;0;1;both\n", "other.txt")
     with pytest.raises(tabsafe.errors.InputError) as info:
         PTable.from_file(other)
-    assert "column type must be 'all'" in one_line(info.value)
+    assert f"{other}:2: field type: must be one of all, even, odd" in one_line(info.value)
 
 
 @pytest.mark.parametrize("name", ["pt.parquet", "pt.json", "pt"])

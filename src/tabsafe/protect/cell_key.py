@@ -169,6 +169,18 @@ def abs_cell_keys(
 # counts
 
 
+def _count_table(ptable: object, where: str) -> PTable:
+    """A p-table a count may be perturbed with: integer noise (no fractional steps, which only
+    magnitudes take) for every count (type ``all``, not R ptable's even- or odd-only tables)."""
+    if not isinstance(ptable, PTable):
+        raise _bad(where, f"ptable must be a PTable; got {type(ptable).__name__}")
+    if not ptable.integral:
+        raise _bad(where, "the p-table has fractional j/v (a magnitude p-table): counts need integer noise")
+    if ptable.kind not in (None, "all"):
+        raise _bad(where, f"the p-table is of type {ptable.kind!r}: counts need one of type 'all'")
+    return ptable
+
+
 def lookup_noise(counts: np.ndarray, cell_keys: np.ndarray, ptable: PTable) -> np.ndarray:
     """Noise ``v`` per cell from a p-table (seed 000 §5.4, Tables 5.16/5.17).
 
@@ -190,8 +202,7 @@ def lookup_noise(counts: np.ndarray, cell_keys: np.ndarray, ptable: PTable) -> n
     >>> lookup_noise(np.array([1, 1, 5]), np.array([0.5, 0.51, 0.2]), pt).tolist()
     [-1, 1, -1]
     """
-    if not isinstance(ptable, PTable):
-        raise _bad("lookup_noise", f"ptable must be a PTable; got {type(ptable).__name__}")
+    ptable = _count_table(ptable, "lookup_noise")
     n = _as_counts(counts, "lookup_noise")
     ck = _as_keys(cell_keys, n.shape, "lookup_noise")
     rows = np.minimum(n, ptable.i_max).ravel()
@@ -233,8 +244,7 @@ def abs_lookup_table(ptable: PTable, modulus: int = 256, cap: int | None = None)
     ``m = 256``). Rows above ``i_max`` repeat the last one; ``cap`` defaults to ``i_max``.
     """
     where = "abs_lookup_table"
-    if not isinstance(ptable, PTable):
-        raise _bad(where, f"ptable must be a PTable; got {type(ptable).__name__}")
+    ptable = _count_table(ptable, where)
     if not isinstance(modulus, (int, np.integer)) or modulus < 2:
         raise _bad(where, f"modulus must be an integer >= 2; got {modulus!r}")
     if cap is None:
@@ -296,7 +306,9 @@ class MagnitudeParams:
 
     Attributes:
         ptable: noise distribution for magnitudes (R ``create_num_ptable`` with ``step = 1`` is
-            a count p-table with ``js = 0``).
+            a count p-table with ``js = 0``; with ``step = 2`` its ``j``/``v`` go in half steps,
+            as tau-ARGUS's ``data/cellkey/Magnitude`` tables, and a fractional ``v`` just
+            scales ``x_delta``). Of type ``all`` (or none): even/odd tables are refused.
         fp: flex point, ``> 0``.
         p_small: relative noise for contributions below ``fp``, in ``(0, 1]``.
         p_large: relative noise approached by large contributions, ``0 <= p_large <= p_small``.
@@ -337,6 +349,17 @@ class MagnitudeParams:
 
         if not isinstance(self.ptable, PTable):
             raise fail("ptable", "a PTable", type(self.ptable).__name__)
+        for name in ("ptable", "small_cells_ptable"):
+            table = getattr(self, name)
+            if isinstance(table, PTable) and table.kind not in (None, "all"):
+                # R ptable's even/odd tables hold half the counts each; the flex design here
+                # looks every row up in one table
+                raise fail(name, "a p-table of type 'all'", f"type {table.kind!r}")
+            if isinstance(table, PTable) and not table.covers:
+                # rows for categories of i only (R ptable's icat): looking a value up between
+                # two categories is cellKey's own interpolation, not the row-by-row one here
+                raise fail(name, "a p-table with rows for every i = 0..i_max",
+                           f"rows for i = {', '.join(str(int(x)) for x in np.unique(table.column('i')))}")
         if not real(self.fp) or self.fp <= 0:
             raise fail("fp", "a finite number > 0", self.fp)
         if not real(self.p_small) or not 0 < self.p_small <= 1:

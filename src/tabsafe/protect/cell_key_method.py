@@ -121,6 +121,10 @@ class CellKeyMethod(TableMethod):
             table = self.ptable
         elif self.ptable is not None:
             table = PTable.from_file(self.ptable)
+            if not table.integral or table.kind not in (None, "all"):
+                raise InputError(f"{param('ptable')} is a magnitude p-table (fractional j/v or type "
+                                 f"{table.kind!r}); the cell key method on counts needs integer noise "
+                                 "for every count (type 'all')", where=str(self.ptable))
         else:
             # only a generated p-table needs the optimiser (and scipy); a file is read with numpy
             from tabsafe.protect.ptable.maxent import generate_ptable

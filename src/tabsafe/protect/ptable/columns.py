@@ -13,6 +13,9 @@ from tabsafe.errors import InputError
 
 COLUMNS: tuple[str, ...] = ("i", "j", "p", "v", "p_int_lb", "p_int_ub")
 
+FILE_TOL = 1e-6
+"""Tolerance for sums and bounds when a p-table is read from a file or frame."""
+
 
 def numeric_column(name: str, values: Any, i_text: Sequence[str], source: str) -> np.ndarray:
     """One column as float64; a missing, non-numeric or infinite entry names its row."""

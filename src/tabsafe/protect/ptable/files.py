@@ -5,6 +5,11 @@
   ``i;j;p;v;p_int_ub`` and one ``;``-separated line per row (R pads numbers with spaces; the
   "SAS" variant adds ``p_int_lb`` before ``p_int_ub``; a ``type`` column must say ``all``).
   ``p_int_lb`` is rebuilt as the previous row's ``p_int_ub`` within each ``i``.
+* tau-ARGUS magnitude p-tables (R ``ptable::create_num_ptable(..., step = 2)``, as in
+  sdcTools/tauargus ``data/cellkey/Magnitude``): the same layout with ``j`` and ``v`` in
+  fractional steps and a ``type`` column ``all``, ``even`` or ``odd``; the value keeps both.
+  Each row of such a file is checked where it stands: a wrong ``type``, rows of one ``i`` whose
+  ``p`` do not sum to 1 or a ``p_int_ub`` that is not the running sum name file, line and field.
 
 Reading tells the layouts apart by the header line (a ``;`` in it means tau-ARGUS) and uses the
 standard ``csv`` module — p-tables have a few hundred rows, and no frame library is needed. Both
@@ -21,13 +26,13 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tabsafe.errors import InputError, param
-from tabsafe.protect.ptable.columns import COLUMNS, numeric_column, row_labels
+from tabsafe.protect.ptable.columns import COLUMNS, FILE_TOL, numeric_column, row_labels
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.io import Outputs
     from tabsafe.protect.ptable.table import PTable
 
-__all__ = ["LAYOUTS", "SUFFIXES", "TAU_ARGUS_COLUMNS", "check_ptable_path", "ptable_text", "read_columns",
+__all__ = ["KINDS", "LAYOUTS", "SUFFIXES", "TAU_ARGUS_COLUMNS", "check_ptable_path", "ptable_text", "read_columns",
            "write_ptable"]
 
 LAYOUTS: tuple[str, ...] = ("csv", "tau-argus")
@@ -65,17 +70,27 @@ def _num(x: float) -> str:
     return repr(float(x))
 
 
+def _step(x: float) -> str:
+    # j and v: integers as before ("3"), fractional steps as the shortest float text ("0.5")
+    return str(int(x)) if float(x).is_integer() else repr(float(x))
+
+
 def ptable_text(ptable: PTable, layout: str = "csv") -> str:
     """The file content of ``ptable`` in ``layout`` (``csv`` or ``tau-argus``)."""
     layout = _layout(layout)
     c = {name: ptable.column(name).tolist() for name in COLUMNS}
+    # the type column only when the table came with one (a magnitude p-table): count p-tables
+    # are written as they always were
+    kind = "" if ptable.kind is None else ptable.kind
     if layout == "csv":
-        lines = [",".join(COLUMNS)]
-        lines += [f"{c['i'][k]},{c['j'][k]},{_num(c['p'][k])},{c['v'][k]},{_num(c['p_int_lb'][k])},"
-                  f"{_num(c['p_int_ub'][k])}" for k in range(ptable.n_rows)]
+        lines = [",".join(COLUMNS) + (",type" if kind else "")]
+        lines += [f"{c['i'][k]},{_step(c['j'][k])},{_num(c['p'][k])},{_step(c['v'][k])},"
+                  f"{_num(c['p_int_lb'][k])},{_num(c['p_int_ub'][k])}" + (f",{kind}" if kind else "")
+                  for k in range(ptable.n_rows)]
     else:
-        lines = [";".join(TAU_ARGUS_COLUMNS)]
-        lines += [f"{c['i'][k]};{c['j'][k]};{_num(c['p'][k])};{c['v'][k]};{_num(c['p_int_ub'][k])}"
+        lines = [";".join(TAU_ARGUS_COLUMNS) + (";type" if kind else "")]
+        lines += [f"{c['i'][k]};{_step(c['j'][k])};{_num(c['p'][k])};{_step(c['v'][k])};"
+                  f"{_num(c['p_int_ub'][k])}" + (f";{kind}" if kind else "")
                   for k in range(ptable.n_rows)]
     return "\n".join(lines) + "\n"
 
@@ -119,8 +134,9 @@ def _read_text(path: str | os.PathLike[str], source: str) -> str:
         raise InputError(f"cannot read the p-table: {exc.strerror}", where=source) from None
 
 
-def _split(text: str, sep: str, source: str) -> dict[str, list[str]]:
-    """Header and rows of a delimited text, as column name -> texts (blank lines skipped)."""
+def _split(text: str, sep: str, source: str) -> tuple[dict[str, list[str]], list[int]]:
+    """Header and rows of a delimited text, as column name -> texts (blank lines skipped), and
+    each row's line number in the file."""
     try:
         records = [[f.strip() for f in rec] for rec in csv.reader(text.splitlines(), delimiter=sep)]
     except csv.Error as exc:
@@ -132,12 +148,13 @@ def _split(text: str, sep: str, source: str) -> dict[str, list[str]]:
     if len(set(header)) != len(header):
         raise _cannot_parse(source, "the header names a column twice")
     columns: dict[str, list[str]] = {name: [] for name in header}
+    lines = [line for line, _ in numbered[1:]]
     for line, rec in numbered[1:]:
         if len(rec) != len(header):
             raise _cannot_parse(source, f"line {line} has {len(rec)} fields, the header {len(header)}")
         for name, value in zip(header, rec):
             columns[name].append(value)
-    return columns
+    return columns, lines
 
 
 def _layout_of(text: str) -> str:
@@ -152,27 +169,74 @@ def read_columns(path: str | os.PathLike[str], *, layout: str | None = None) -> 
     source = str(path)
     text = _read_text(path, source)
     layout = _layout_of(text) if layout is None else _layout(layout)
-    columns = _split(text, _SEPARATOR[layout], source)
+    columns, lines = _split(text, _SEPARATOR[layout], source)
     if layout == "csv":
         return columns, source  # type: ignore[return-value]
-    return _from_tau_argus(columns, source), source
+    return _from_tau_argus(columns, lines, source), source
 
 
 #: the names earlier versions of the ptable package gave the columns (tau-ARGUS reads both)
 _OLD_NAMES = {"p_ij": "p", "p_ij_lb": "p_int_lb", "p_ij_ub": "p_int_ub"}
 
 
-def _from_tau_argus(columns: dict[str, list[str]], source: str) -> dict[str, object]:
+#: the types R ``ptable`` writes: one table for every count, or one for even / odd counts
+KINDS: tuple[str, ...] = ("all", "even", "odd")
+
+
+def _at(source: str, line: int, field: str, what: str) -> InputError:
+    return InputError(f"field {field}: {what}", where=f"{source}:{line}")
+
+
+def _numbers(columns: dict[str, list[str]], name: str, lines: list[int], source: str) -> np.ndarray:
+    out = np.empty(len(lines))
+    for k, text in enumerate(columns[name]):
+        try:
+            out[k] = float(text)
+        except ValueError:
+            raise _at(source, lines[k], name, f"{text!r} is not a number") from None
+        if not np.isfinite(out[k]):
+            raise _at(source, lines[k], name, f"{text!r} is not a finite number")
+    return out
+
+
+def _check_rows(columns: dict[str, list[str]], lines: list[int], source: str) -> None:
+    """The tau-ARGUS rows checked where they stand (file:line, field): the ``type``, and per
+    ``i`` (rows by ``j``) ``p`` summing to 1 and ``p_int_ub`` the running sum of ``p``."""
+    if "type" in columns:
+        kinds = columns["type"]
+        for k, kind in enumerate(kinds):
+            if kind not in KINDS:
+                raise _at(source, lines[k], "type", f"must be one of {', '.join(KINDS)}; got {kind!r}")
+            if kind != kinds[0]:
+                raise _at(source, lines[k], "type", f"{kind!r} after {kinds[0]!r} on line {lines[0]}: a p-table "
+                          "value holds one type (write the even and odd tables to separate files)")
+    i = _numbers(columns, "i", lines, source)
+    j = _numbers(columns, "j", lines, source)
+    p = _numbers(columns, "p", lines, source)
+    ub = _numbers(columns, "p_int_ub", lines, source)
+    order = np.lexsort((j, i))
+    running, last = 0.0, None
+    for pos, k in enumerate(order.tolist()):
+        if i[k] != last:
+            running, last = 0.0, i[k]
+        running += p[k]
+        if abs(ub[k] - running) > FILE_TOL:
+            raise _at(source, lines[k], "p_int_ub", f"{columns['p_int_ub'][k]} is not the running sum of p "
+                      f"for i={columns['i'][k]} ({running:.10g}; tolerance {FILE_TOL:g})")
+        ends = pos + 1 == order.size or i[order[pos + 1]] != i[k]
+        if ends and abs(running - 1.0) > FILE_TOL:
+            raise _at(source, lines[k], "p", f"the p of i={columns['i'][k]} sum to {running:.10g}, not 1 "
+                      f"(tolerance {FILE_TOL:g})")
+
+
+def _from_tau_argus(columns: dict[str, list[str]], lines: list[int], source: str) -> dict[str, object]:
     columns = {_OLD_NAMES.get(k, k) if _OLD_NAMES.get(k, k) not in columns else k: v for k, v in columns.items()}
     missing = [c for c in TAU_ARGUS_COLUMNS if c not in columns]
     if missing:
         raise InputError(f"missing column(s) {', '.join(missing)}; the tau-ARGUS layout needs "
                          f"{';'.join(TAU_ARGUS_COLUMNS)}", where=source)
-    if "type" in columns:
-        kinds = sorted(set(columns["type"]))
-        if set(kinds) - {"all"}:
-            raise InputError(f"column type must be 'all' for a count p-table; got {kinds}", where=source)
-    out: dict[str, object] = {c: columns[c] for c in COLUMNS if c in columns}
+    _check_rows(columns, lines, source)
+    out: dict[str, object] = {c: columns[c] for c in (*COLUMNS, "type") if c in columns}
     if "p_int_lb" not in columns and columns["i"]:
         i_text = row_labels(columns["i"])
         i = numeric_column("i", columns["i"], i_text, source)

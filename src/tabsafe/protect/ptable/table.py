@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from tabsafe.errors import InputError
-from tabsafe.protect.ptable.columns import COLUMNS, numeric_column, row_labels
-from tabsafe.protect.ptable.files import ptable_text, read_columns, write_ptable
+from tabsafe.protect.ptable.columns import COLUMNS, FILE_TOL, numeric_column, row_labels
+from tabsafe.protect.ptable.files import KINDS, ptable_text, read_columns, write_ptable
 from tabsafe.protect.ptable.params import PTableParams
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,10 +33,10 @@ __all__ = ["COLUMNS", "FILE_TOL", "VARIANCE_TOL", "PTable", "RowReport", "numeri
            "validate_columns"]
 
 _INTS = ("i", "j", "v")
+#: columns that may hold fractional steps (a magnitude p-table made with R ptable's ``step``)
+_STEPS = ("j", "v")
 REPORT_COLUMNS: tuple[str, ...] = ("i", "targets", "mean", "variance", "p_stay", "pstay_bound", "iterations")
 
-FILE_TOL = 1e-6
-"""Tolerance for sums and bounds when a p-table is read from a file or frame."""
 VARIANCE_TOL = 5e-4
 """A row reaches ``V`` when its variance rounds to ``V`` at 3 decimals (R ptable's criterion)."""
 
@@ -88,11 +88,15 @@ def _fail(source: str, what: str) -> InputError:
 def validate_columns(columns: Mapping[str, Any], source: str) -> dict[str, np.ndarray]:
     """Check p-table columns (METHODS.md §2 layout) and return them typed and sorted by (i, j).
 
+    ``j`` and ``v`` are integers (int64) in a count p-table; a magnitude p-table (R ptable
+    ``create_num_ptable(..., step = 2)``, tau-ARGUS ``data/cellkey/Magnitude``) has them in
+    fractional steps, kept as float64.
+
     Raises:
-        InputError: a column is missing, a value is not a number, ``i``/``j``/``v`` are not
-            integers, ``j`` or ``p`` is negative, ``v != j - i``, a ``(i, j)`` pair repeats, an
-            ``i`` is missing, a row block does not sum to 1, the bounds are not its cumulative
-            sums — or row ``i = 0`` moves a zero: a cell without records has no cell key (tables
+        InputError: a column is missing, a value is not a number, ``i`` is not an integer,
+            ``j`` or ``p`` is negative, ``v != j - i``, a ``(i, j)`` pair repeats, an ``i`` is
+            missing (in a count p-table), a row block does not sum to 1, the bounds are not its
+            cumulative sums — or row ``i = 0`` moves a zero: a cell without records has no cell key (tables
             store only cells with records), so a count of 0 must stay 0.
     """
     missing = [c for c in COLUMNS if c not in columns]
@@ -106,8 +110,11 @@ def validate_columns(columns: Mapping[str, Any], source: str) -> dict[str, np.nd
     i_text = row_labels(columns["i"])
     num = {c: numeric_column(c, columns[c], i_text, source) for c in COLUMNS}
     cols: dict[str, np.ndarray] = {}
+    fractional = any(bool(np.any(num[c] != np.round(num[c]))) for c in _STEPS)
     for c in COLUMNS:
-        if c in _INTS:
+        if c in _STEPS and fractional:
+            cols[c] = num[c]
+        elif c in _INTS:
             frac = num[c] != np.round(num[c])
             if frac.any():
                 k = int(np.flatnonzero(frac)[0])
@@ -119,7 +126,7 @@ def validate_columns(columns: Mapping[str, Any], source: str) -> dict[str, np.nd
     for mask, text in (
         (i < 0, "original value i is negative"),
         (j < 0, "perturbed value j is negative"),
-        (v != j - i, "v differs from j - i"),
+        (np.abs(v - (j - i)) > 1e-9, "v differs from j - i"),
         (p < 0, "p is negative"),
     ):
         if mask.any():
@@ -130,10 +137,12 @@ def validate_columns(columns: Mapping[str, Any], source: str) -> dict[str, np.nd
     dup = np.flatnonzero((i[1:] == i[:-1]) & (j[1:] == j[:-1]))
     if dup.size:
         k = int(dup[0]) + 1
-        raise _fail(source, f"row i={int(i[k])}: perturbed value j={int(j[k])} appears twice")
+        raise _fail(source, f"row i={int(i[k])}: perturbed value j={j[k]:g} appears twice")
     present = np.unique(i)
     gaps = np.setdiff1d(np.arange(int(present[-1]) + 1), present)
-    if gaps.size:
+    # a magnitude p-table has rows for categories of i only (R ptable's icat: 0, 1, D in
+    # tau-ARGUS's data/cellkey/Magnitude); a count p-table must cover every count
+    if gaps.size and not fractional:
         raise _fail(source, f"row i={int(gaps[0])}: no rows for this original value "
                             f"(rows must cover i = 0..{int(present[-1])})")
     starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
@@ -185,13 +194,14 @@ class PTable:
     :attr:`rows` and :attr:`report` return new pandas frames, so a p-table never changes.
     """
 
-    __slots__ = ("_cols", "_i_max", "_lookup", "_params", "_reports")
+    __slots__ = ("_cols", "_i_max", "_kind", "_lookup", "_params", "_reports")
 
     _cols: dict[str, np.ndarray]
     _params: PTableParams | None
     _reports: tuple[RowReport, ...]
     _i_max: int
-    _lookup: tuple[tuple[np.ndarray, np.ndarray], ...]
+    _lookup: dict[int, tuple[np.ndarray, np.ndarray]]
+    _kind: str | None
 
     def __init__(self) -> None:
         raise TypeError("build a PTable with generate_ptable(), PTable.from_file(), PTable.from_rows(), "
@@ -199,19 +209,30 @@ class PTable:
 
     @classmethod
     def _create(cls, cols: Mapping[str, np.ndarray], *, params: PTableParams | None,
-                reports: Sequence[RowReport] | None = None) -> PTable:
-        """Wrap columns already checked and sorted by (i, j)."""
+                reports: Sequence[RowReport] | None = None, kind: str | None = None) -> PTable:
+        """Wrap columns already checked and sorted by (i, j); ``j``/``v`` stay float64 when
+        they came so (fractional steps)."""
         obj = object.__new__(cls)
-        frozen = {c: _readonly(np.asarray(cols[c], dtype=np.int64 if c in _INTS else float)) for c in COLUMNS}
+
+        steps = any(np.any(np.asarray(cols[c], dtype=float) % 1 != 0) for c in _STEPS)
+
+        def dtype(c: str) -> type:
+            if c in _STEPS and steps:
+                return float
+            return np.int64 if c in _INTS else float
+
+        frozen = {c: _readonly(np.asarray(cols[c], dtype=dtype(c))) for c in COLUMNS}
         i = frozen["i"]
         starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
         ends = np.r_[starts[1:], i.size]
-        lookup = tuple((frozen["p_int_ub"][s:e], frozen["v"][s:e]) for s, e in zip(starts.tolist(), ends.tolist()))
+        lookup = {int(i[s]): (frozen["p_int_ub"][s:e], frozen["v"][s:e])
+                  for s, e in zip(starts.tolist(), ends.tolist())}
         object.__setattr__(obj, "_cols", frozen)
         object.__setattr__(obj, "_params", params)
         object.__setattr__(obj, "_reports", tuple(reports) if reports is not None else _reports(frozen))
         object.__setattr__(obj, "_i_max", int(i[-1]))
         object.__setattr__(obj, "_lookup", lookup)
+        object.__setattr__(obj, "_kind", kind)
         return obj
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -223,7 +244,7 @@ class PTable:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, PTable):
             return NotImplemented
-        if self.n_rows != other.n_rows:
+        if self.n_rows != other.n_rows or (self._kind or "all") != (other._kind or "all"):
             return False
         return all(np.allclose(self._cols[c], other._cols[c], rtol=0, atol=1e-12) for c in COLUMNS)
 
@@ -236,6 +257,17 @@ class PTable:
     def params(self) -> PTableParams | None:
         """The parameters it was generated with; None when read from a file or rows."""
         return self._params
+
+    @property
+    def kind(self) -> str | None:
+        """The ``type`` the table came with (``all``, ``even`` or ``odd``), None without one.
+        R ptable's ``even``/``odd`` tables hold the rows for even / odd counts only."""
+        return self._kind
+
+    @property
+    def integral(self) -> bool:
+        """Whether ``j`` and ``v`` are integers (a count p-table); False for fractional steps."""
+        return self._cols["v"].dtype.kind == "i"
 
     @property
     def i_max(self) -> int:
@@ -279,8 +311,23 @@ class PTable:
                 f"(a larger {flag('max_noise')} lets them)")
 
     def intervals(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        """Read-only ``(p_int_ub, v)`` arrays of original value ``min(i, i_max)``, by ``j``."""
-        return self._lookup[min(int(i), self._i_max)]
+        """Read-only ``(p_int_ub, v)`` arrays of original value ``min(i, i_max)``, by ``j``.
+
+        Raises:
+            InputError: ``i`` falls between the categories of a magnitude p-table (see
+                :attr:`covers`).
+        """
+        at = min(int(i), self._i_max)
+        if at not in self._lookup:
+            raise InputError(f"the p-table has rows for i = {', '.join(map(str, self._lookup))} only; "
+                             f"none for i={at}")
+        return self._lookup[at]
+
+    @property
+    def covers(self) -> bool:
+        """Whether every original value ``0..i_max`` has rows (False for a magnitude p-table
+        with rows for categories of ``i`` only)."""
+        return len(self._lookup) == self._i_max + 1
 
     @property
     def rows(self) -> pd.DataFrame:
@@ -309,7 +356,7 @@ class PTable:
         """
         if not isinstance(columns, Mapping):
             raise _fail(source, f"p-table columns must be a mapping of names to values; got {type(columns).__name__}")
-        return cls._create(validate_columns(columns, source), params=None)
+        return cls._create(validate_columns(columns, source), params=None, kind=_kind_of(columns, source))
 
     @classmethod
     def from_frame(cls, frame: Any, *, source: str = "p-table") -> PTable:
@@ -362,6 +409,16 @@ class PTable:
     def to_tau_argus(self, path: str | os.PathLike[str]) -> Path:
         """Write the tau-ARGUS layout atomically (a ``.txt`` or ``.csv`` file); returns the path."""
         return write_ptable(self, path, layout="tau-argus")
+
+
+def _kind_of(columns: Mapping[str, Any], source: str) -> str | None:
+    """The one ``type`` of an optional ``type`` column (``all``, ``even``, ``odd``), or None."""
+    if "type" not in columns:
+        return None
+    kinds = sorted({str(x).strip() for x in np.asarray(columns["type"]).tolist()})
+    if len(kinds) != 1 or kinds[0] not in KINDS:
+        raise _fail(source, f"column type must hold one of {', '.join(KINDS)} for every row; got {kinds}")
+    return kinds[0]
 
 
 def read_ptable(path: str | os.PathLike[str], *, layout: str | None = None) -> PTable:

@@ -92,27 +92,29 @@ def test_write_read_round_trip(tmp_path: Path, kind: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("old", "new", "line", "field"),
+    ("old", "new", "line", "field", "fragment"),
     [
         # rows of i=1 sum to 0.96 (the running sums are consistent, only the total is off)
-        ("1;2;0.05;1;1;all", "1;2;0.01;1;0.96;all", 7, "p"),
+        ("1;2;0.05;1;1;all", "1;2;0.01;1;0.96;all", 7, "p", "the p of i=1 sum to 0.96, not 1"),
         # p_int_ub not the running sum of p
-        ("3;2.5;0.2;-0.5;0.35;all", "3;2.5;0.2;-0.5;0.4;all", 10, "p_int_ub"),
-        # a type R ptable never writes
-        ("1;1;0.3;0;0.8;all", "1;1;0.3;0;0.8;both", 5, "type"),
+        ("3;2.5;0.2;-0.5;0.35;all", "3;2.5;0.2;-0.5;0.4;all", 10, "p_int_ub", "0.4 is not the running sum"),
+        # a type R ptable never writes, in one row or in all
+        ("1;1;0.3;0;0.8;all", "1;1;0.3;0;0.8;both", 5, "type", "must be one of all, even, odd; got 'both'"),
+        (";all", ";both", 2, "type", "must be one of all, even, odd; got 'both'"),
         # even and odd rows in one file: one value holds one type
-        ("3;3;0.3;0;0.65;all", "3;3;0.3;0;0.65;even", 11, "type"),
+        ("3;3;0.3;0;0.65;all", "3;3;0.3;0;0.65;even", 11, "type", "'even' after 'all' on line 2"),
     ],
 )
 def test_inconsistent_rows_name_file_line_and_field(tmp_path: Path, old: str, new: str, line: int,
-                                                    field: str) -> None:
+                                                    field: str, fragment: str) -> None:
     assert old in SAVINGS
-    path = write(tmp_path, SAVINGS.replace(old, new, 1))
+    path = write(tmp_path, SAVINGS.replace(old, new, 1 if old != ";all" else -1))
     with pytest.raises(tabsafe.errors.InputError) as info:
         PTable.from_file(path)
     msg = str(info.value)
     assert "\n" not in msg
     assert msg.startswith(f"{path}:{line}: field {field}:"), msg
+    assert fragment in msg, msg
 
 
 def test_mixing_even_and_odd_is_refused_from_columns_too() -> None:

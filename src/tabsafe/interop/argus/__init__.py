@@ -6,4 +6,8 @@ One module per file kind — :mod:`.rda` (metadata), :mod:`.asc` (microdata), :m
 and field of anything malformed and a writer that is its inverse; :mod:`.writetable` writes the
 formats of ``<WRITETABLE>``; :mod:`.runner` executes a batch file with tabsafe's methods and says
 what it mapped and what it could not run. Source: the tau-ARGUS manual and sdcTools/tauargus.
+
+Its cell key p-tables (``data/cellkey``: count p-tables and the magnitude ones of
+``data/cellkey/Magnitude``, ``j``/``v`` in half steps with a ``type`` column) are read and written
+by :mod:`tabsafe.protect.ptable.files`, not here.
 """

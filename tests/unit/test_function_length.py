@@ -22,7 +22,6 @@ ALLOWED: dict[str, str] = {
     "protect/suppression/": "split pending (issue #24)",
     "interop/": "split pending (issue #24)",
     "release/audit.py": "split pending (issue #24)",
-    "cli/release.py": "split pending (issue #24)",
     "risk/dominance.py": "split pending (issue #24)",
     "risk/contributor_audit.py": "split pending (issue #24)",
     "protect/magnitude.py": "split pending (issue #24)",

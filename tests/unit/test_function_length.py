@@ -21,7 +21,6 @@ ALLOWED: dict[str, str] = {
     "protect/swapping/": "split pending (issue #24)",
     "protect/suppression/": "split pending (issue #24)",
     "interop/": "split pending (issue #24)",
-    "release/audit.py": "split pending (issue #24)",
     "risk/dominance.py": "split pending (issue #24)",
     "risk/contributor_audit.py": "split pending (issue #24)",
     "protect/magnitude.py": "split pending (issue #24)",

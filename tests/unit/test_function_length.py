@@ -18,7 +18,6 @@ REASON = "Long because:"
 
 #: Paths under src/tabsafe (a file, or a folder ending in "/") not checked yet, with why.
 ALLOWED: dict[str, str] = {
-    "protect/swapping/": "split pending (issue #24)",
     "protect/suppression/": "split pending (issue #24)",
     "interop/": "split pending (issue #24)",
     "risk/dominance.py": "split pending (issue #24)",

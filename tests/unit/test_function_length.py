@@ -18,11 +18,8 @@ REASON = "Long because:"
 
 #: Paths under src/tabsafe (a file, or a folder ending in "/") not checked yet, with why.
 ALLOWED: dict[str, str] = {
-    "protect/swapping/": "split pending (issue #24)",
     "protect/suppression/": "split pending (issue #24)",
     "interop/": "split pending (issue #24)",
-    "release/audit.py": "split pending (issue #24)",
-    "cli/release.py": "split pending (issue #24)",
     "risk/dominance.py": "split pending (issue #24)",
     "risk/contributor_audit.py": "split pending (issue #24)",
     "protect/magnitude.py": "split pending (issue #24)",

@@ -97,23 +97,45 @@ def _folder(path: str, option: str) -> tuple[Path, bool]:
 
 
 def run_protect(args: argparse.Namespace) -> int:
-    import yaml
-
-    from tabsafe.cli.options import method_from_args
+    """``tabsafe protect --release``: check the command line, build the new output folders as hidden
+    temporary ones, protect and write every table with its manifest (:func:`_write_release`), move
+    the folders into place, then say what was written."""
     import os
     import shutil
-    import tempfile
 
-    from tabsafe.io import Outputs, _umask, clean_stale, evaluation_arrow, read_meta, release_arrow, temp_prefix
-    from tabsafe.model.microdata import InnerCells, Microdata
-    from tabsafe.registry import get_method
-    from tabsafe.release import ReleaseSpec
-    from tabsafe.release.protect import protect_release_chain
-
+    from tabsafe.cli.options import method_from_args
+    from tabsafe.io import _umask
     from tabsafe.pipeline import Chain
+    from tabsafe.registry import get_method
 
     chain = Chain(tuple(method_from_args(get_method(name), args) for name in args.method))
     method = chain.table_steps[-1] if chain.table_steps else chain.methods[-1]  # what the files are read as
+    spec, data, (out_dir, made), (eval_dir, made_eval) = _protect_inputs(args)
+    final_out = out_dir
+    building = _building(((out_dir, made), (eval_dir, made_eval)))
+    moved = dict((final, tmp) for tmp, final in building)
+    try:
+        result, spec, report_kind = _write_release(
+            args, spec, data, chain, method, moved.get(out_dir, out_dir),
+            moved.get(eval_dir, eval_dir) if eval_dir is not None else None)
+        for tmp, final in building:
+            os.chmod(tmp, 0o777 & ~_umask() if final is final_out else 0o700)
+            os.rename(tmp, final)  # fails if the folder appeared meanwhile: nothing is replaced
+    except BaseException:
+        for tmp, _ in building:
+            shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _say_protected(args, chain, method, spec, result, report_kind, final_out)
+    return 0
+
+
+def _protect_inputs(args: argparse.Namespace) -> tuple[Any, Path | None, tuple[Path, bool],
+                                                       tuple[Path | None, bool]]:
+    """The release config, the microdata file (None when the config gives a table), and the
+    ``--out`` and ``--evaluation`` folders (each with whether it is to be made), checked before any
+    work: bad input is one clear line and nothing written."""
+    from tabsafe.release import ReleaseSpec
+
     if args.engine is not None:  # the command line wins over the config: checked before any work
         from tabsafe.errors import param
         from tabsafe.registry import engine_name
@@ -131,78 +153,118 @@ def run_protect(args: argparse.Namespace) -> int:
                          "release; give another folder", where=str(eval_dir))
     if args.report and not args.report.lower().endswith(".json"):
         raise InputError("the report is JSON: give a .json file", where=args.report)
-    inputs = [args.release, str(data) if data else None, *spec.input_files()]
-    # a new folder is built as a hidden temporary folder beside it and renamed into place when
-    # everything is written: a killed run leaves no empty --out folder (the next run removes its
-    # temporary folder, tabsafe.io.clean_stale)
-    final_out, final_eval = out_dir, eval_dir
+    return spec, data, (out_dir, made), (eval_dir, made_eval)
+
+
+def _building(folders: Sequence[tuple[Path | None, bool]]) -> list[tuple[Path, Path]]:
+    """A hidden temporary folder beside each new output folder, as ``(temporary, final)`` pairs.
+
+    A new folder is built there and renamed into place when everything is written: a killed run
+    leaves no empty ``--out`` folder (the next run removes its temporary folder,
+    :func:`tabsafe.io.clean_stale`)."""
+    import tempfile
+
+    from tabsafe.io import clean_stale, temp_prefix
+
     building = []
-    for folder, new in ((out_dir, made), (eval_dir, made_eval)):
+    for folder, new in folders:
         if folder is not None and new:
             clean_stale(folder.resolve().parent, folder.resolve().name)
             building.append((Path(tempfile.mkdtemp(prefix=temp_prefix(folder.resolve().name),
                                                    dir=folder.resolve().parent)), folder))
-    moved = dict((final, tmp) for tmp, final in building)
-    out_dir = moved.get(final_out, final_out)
-    eval_dir = moved.get(final_eval, final_eval) if final_eval is not None else None
-    try:
-        with Outputs(inputs=inputs) as out:
-            kind = "evaluation" if args.keep_original else "release"
-            ext = "parquet" if args.format == "parquet" else "csv"
-            if args.format in {"sdmx-csv", "csvw"} and args.keep_original:
-                raise InputError(f"--format {args.format} writes a release: it cannot carry --keep-original's originals")
-            paths = {t.name: out.plan(out_dir / f"{t.name}.{ext}", kind=kind) for t in spec.tables}
-            extra_name = {"sdmx-csv": "{}.sdmx.csv", "csvw": "{}.csv-metadata.json"}.get(args.format)
-            extras = {t.name: out.plan(out_dir / extra_name.format(t.name), kind=kind)
-                      for t in spec.tables} if extra_name else {}
-            manifest = out.plan(out_dir / "release.yaml", kind="release")
-            evals = ({t.name: out.plan(eval_dir / f"{t.name}.evaluation.parquet", kind="evaluation",
-                                       option="evaluation") for t in spec.tables} if eval_dir else {})
-            report_kind = "evaluation" if (args.keep_original or eval_dir) else "release"
-            report_path = out.plan(args.report, kind=report_kind, option="report") if args.report else None
-            needs = chain.needs()
-            meta = spec.meta or (data.parent / "meta.yaml" if data and (data.parent / "meta.yaml").is_file() else None)
-            codelists = read_meta(meta, only=spec.variables) if meta else {}
-            if data is not None:
-                source: Any = Microdata.from_file(data, codelists=codelists)
+    return building
+
+
+def _write_release(args: argparse.Namespace, spec: Any, data: Path | None, chain: Any, method: Any,
+                   out_dir: Path, eval_dir: Path | None) -> tuple[Any, Any, str]:
+    """Plan every output, protect the release (:func:`tabsafe.release.protect.protect_release_chain`)
+    and write its table files, evaluation files, manifest and report into ``out_dir`` and
+    ``eval_dir``; the protection result, the spec as the manifest records it, and the report's kind
+    (``"evaluation"`` when it may carry originals)."""
+    from tabsafe.io import Outputs, evaluation_arrow, release_arrow
+    from tabsafe.release.protect import protect_release_chain
+
+    inputs = [args.release, str(data) if data else None, *spec.input_files()]
+    with Outputs(inputs=inputs) as out:
+        kind = "evaluation" if args.keep_original else "release"
+        ext = "parquet" if args.format == "parquet" else "csv"
+        if args.format in {"sdmx-csv", "csvw"} and args.keep_original:
+            raise InputError(f"--format {args.format} writes a release: it cannot carry --keep-original's originals")
+        paths = {t.name: out.plan(out_dir / f"{t.name}.{ext}", kind=kind) for t in spec.tables}
+        extra_name = {"sdmx-csv": "{}.sdmx.csv", "csvw": "{}.csv-metadata.json"}.get(args.format)
+        extras = {t.name: out.plan(out_dir / extra_name.format(t.name), kind=kind)
+                  for t in spec.tables} if extra_name else {}
+        manifest = out.plan(out_dir / "release.yaml", kind="release")
+        evals = ({t.name: out.plan(eval_dir / f"{t.name}.evaluation.parquet", kind="evaluation",
+                                   option="evaluation") for t in spec.tables} if eval_dir else {})
+        report_kind = "evaluation" if (args.keep_original or eval_dir) else "release"
+        report_path = out.plan(args.report, kind=report_kind, option="report") if args.report else None
+        source = _release_source(spec, data, chain)
+        result = protect_release_chain(spec, source, chain.methods, engine=args.engine, seed=args.seed)
+        for t, p in zip(spec.tables, result.protections):
+            if args.keep_original:
+                out.write_arrow(paths[t.name], evaluation_arrow(p.table, [*p.release.columns, "original"],
+                                                                zero_cells=args.zero_cells))
             else:
-                if needs.microdata:
-                    raise InputError(f"method {chain.name!r} needs microdata, not 'table'")
-                source = InnerCells.from_file(spec.table, count=spec.count, codelists=codelists)  # type: ignore[arg-type]
-            result = protect_release_chain(spec, source, chain.methods, engine=args.engine, seed=args.seed)
-            for t, p in zip(spec.tables, result.protections):
-                if args.keep_original:
-                    out.write_arrow(paths[t.name], evaluation_arrow(p.table, [*p.release.columns, "original"],
-                                                                    zero_cells=args.zero_cells))
-                else:
-                    data_arrow = release_arrow(p.release, zero_cells=args.zero_cells)
-                    out.write_arrow(paths[t.name], data_arrow)
-                    _write_extra(out, args, extras.get(t.name), p, result.report, paths[t.name].name, data_arrow)
-                if t.name in evals:
-                    out.write_arrow(evals[t.name], evaluation_arrow(p.evaluation, zero_cells=args.zero_cells))
-            reading = method.reading()  # what the audit of the files may assume
-            if reading.hidden_min is not None:
-                spec = dataclasses.replace(spec, suppressed_min=reading.hidden_min)
-            if reading.base is not None:  # rounded tables: the audit reads each value as an interval
-                spec = dataclasses.replace(spec, tables=tuple(dataclasses.replace(t, base=reading.base)
-                                                              for t in spec.tables))
-            doc = spec.to_mapping(base=out_dir, files={k: str(v) for k, v in paths.items()})
-            doc = {"description": f"release protected with {chain.name}", **doc}
-            out.write_text(manifest, yaml.safe_dump(doc, sort_keys=False))
-            if report_path is not None:
-                payload = result.report.to_json(evaluation=report_kind == "evaluation")
-                payload["tables"] = list(result.names)
-                if result.audit is not None and report_kind == "evaluation":
-                    payload["audit"] = result.audit.summary()
-                out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
-        for tmp, final in building:
-            os.chmod(tmp, 0o777 & ~_umask() if final is final_out else 0o700)
-            os.rename(tmp, final)  # fails if the folder appeared meanwhile: nothing is replaced
-    except BaseException:
-        for tmp, _ in building:
-            shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    out_dir = final_out
+                data_arrow = release_arrow(p.release, zero_cells=args.zero_cells)
+                out.write_arrow(paths[t.name], data_arrow)
+                _write_extra(out, args, extras.get(t.name), p, result.report, paths[t.name].name, data_arrow)
+            if t.name in evals:
+                out.write_arrow(evals[t.name], evaluation_arrow(p.evaluation, zero_cells=args.zero_cells))
+        spec = _manifest_spec(spec, method)
+        _write_manifest(out, manifest, spec, chain, out_dir, paths)
+        if report_path is not None:
+            payload = result.report.to_json(evaluation=report_kind == "evaluation")
+            payload["tables"] = list(result.names)
+            if result.audit is not None and report_kind == "evaluation":
+                payload["audit"] = result.audit.summary()
+            out.write_text(report_path, json.dumps(payload, indent=2, default=str) + "\n")
+    return result, spec, report_kind
+
+
+def _release_source(spec: Any, data: Path | None, chain: Any) -> Any:
+    """What the release is tabulated from: the microdata file, else the config's table of inner
+    cells (refused when the chain needs microdata); codes from the config's ``meta`` or a
+    ``meta.yaml`` beside the data."""
+    from tabsafe.io import read_meta
+    from tabsafe.model.microdata import InnerCells, Microdata
+
+    needs = chain.needs()
+    meta = spec.meta or (data.parent / "meta.yaml" if data and (data.parent / "meta.yaml").is_file() else None)
+    codelists = read_meta(meta, only=spec.variables) if meta else {}
+    if data is not None:
+        return Microdata.from_file(data, codelists=codelists)
+    if needs.microdata:
+        raise InputError(f"method {chain.name!r} needs microdata, not 'table'")
+    return InnerCells.from_file(spec.table, count=spec.count, codelists=codelists)  # type: ignore[arg-type]
+
+
+def _manifest_spec(spec: Any, method: Any) -> Any:
+    """The release spec as the manifest records it: what the audit of the files may assume from the
+    method's reading (the least value a hidden cell has; rounded tables read as intervals of the
+    base)."""
+    reading = method.reading()  # what the audit of the files may assume
+    if reading.hidden_min is not None:
+        spec = dataclasses.replace(spec, suppressed_min=reading.hidden_min)
+    if reading.base is not None:  # rounded tables: the audit reads each value as an interval
+        spec = dataclasses.replace(spec, tables=tuple(dataclasses.replace(t, base=reading.base)
+                                                      for t in spec.tables))
+    return spec
+
+
+def _write_manifest(out: Any, manifest: Path, spec: Any, chain: Any, out_dir: Path, paths: dict[str, Path]) -> None:
+    """``release.yaml``: the spec with each table's file, described by the chain that protected it."""
+    import yaml
+
+    doc = spec.to_mapping(base=out_dir, files={k: str(v) for k, v in paths.items()})
+    doc = {"description": f"release protected with {chain.name}", **doc}
+    out.write_text(manifest, yaml.safe_dump(doc, sort_keys=False))
+
+
+def _say_protected(args: argparse.Namespace, chain: Any, method: Any, spec: Any, result: Any, report_kind: str,
+                   out_dir: Path) -> None:
+    """The lines ``tabsafe protect --release`` prints: what was written, the audit's verdict, the
+    seed (and where it is kept), the report's notes."""
     report = result.report
     figures = ", ".join(f"{k} {v}" for k, v in report.figures.items() if not isinstance(v, (dict, list, tuple)))
     say(f"{chain.name}: wrote {len(spec.tables)} tables ({result.cells.n_cells:,} cells, "
@@ -215,7 +277,6 @@ def run_protect(args: argparse.Namespace) -> int:
              kept=f"report {args.report}" if args.report and report_kind == "evaluation" else None)
     for note in report.notes:
         say(f"note: {note}", quiet=args.quiet)
-    return 0
 
 
 def _write_extra(out: Any, args: argparse.Namespace, path: Path | None, protection: Any, report: Any,

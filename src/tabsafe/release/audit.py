@@ -216,27 +216,17 @@ def audit_release(
     out_hi = np.full(n, np.nan)
     exposed: list[ExposedCell] = []
     namer = _Namer(cells, published)
-    A = cells.relations
     _check_published(cells, unknown, lo)
     audited = want.copy()
     point = feasible_point(cells, published, lo, hi)
     if point is not None:  # settle what additive moves of the published table reach, before any program
-        m_lo, m_hi = move_intervals(cells, point, lo, hi, unknown)
-        wide = want & (m_hi - m_lo >= req - _TOL)
-        out_lo[wide], out_hi[wide] = m_lo[wide], m_hi[wide]
-        want = want & ~wide
-    U = np.flatnonzero(unknown)
-    K = np.flatnonzero(~unknown)
-    fixed = lo[K]
-    A_U = sp.csr_matrix(A[:, U])
-    rows = np.flatnonzero(np.diff(A_U.indptr))
-    A_U = sp.csr_matrix(A_U[rows])
-    A_K = sp.csr_matrix(A[rows][:, K])
-    b = -(A_K @ fixed) if K.size else np.zeros(rows.size)
+        want = _settle_by_moves(cells, point, lo, hi, unknown, want, req, out_lo, out_hi)
+    system = _System.of(cells.relations, lo, unknown)
+    U = system.U
     total = int(np.count_nonzero(want[U]))
     done = 0
     progress.report("release audit", phase="cells", done=0, total=total)
-    for cols, crow in independent_parts(A_U):
+    for cols, crow in independent_parts(system.A_U):
         members = U[cols]
         aim = np.flatnonzero(want[members])
         done += int(aim.size)
@@ -246,45 +236,98 @@ def audit_release(
             out_lo[members[aim]] = lo[members[aim]]
             out_hi[members[aim]] = hi[members[aim]]
             continue
-        sub = A_U[crow][:, cols]
-        solver = ExtremeSolver(sub, b[crow], lo[members], hi[members])
-        try:
-            # a table that fits the published values: the published table itself when it does
-            start = point[members] if point is not None else solver.optimum(np.zeros(cols.size), maximize=False).x
-        except RuntimeError:
-            raise InputError(f"no table satisfies the published values around {cells.name(int(members[0]))}: the "
-                             "tables are not additive as published (a wrong hierarchy, or edited files?)") from None
-        seen_lo = np.full(aim.size, math.inf)
-        seen_hi = np.full(aim.size, -math.inf)
-
-        take = partial(widen, seen_lo, seen_hi, aim)
-
-        need = req[members[aim]]
-        take(start)
-        spread(sub, b[crow], lo[members], hi[members], start, aim, need, seen_lo, seen_hi)
-        for i, w in enumerate(aim.tolist()):
-            cell = int(members[w])
-            # a rounded release audits every cell with two programs each: minutes on a large one
-            if i % 64 == 0:
-                progress.report("release audit", phase="cells", done=done - aim.size + i, total=total,
-                                exposed=len(exposed))
-            if seen_hi[i] - seen_lo[i] >= need[i] - _TOL and math.isfinite(seen_hi[i]):
-                out_lo[cell], out_hi[cell] = seen_lo[i], seen_hi[i]
-                continue
-            high = solver.extreme(w, maximize=True)
-            take(high.x)
-            if not math.isfinite(high.value) or seen_hi[i] - seen_lo[i] >= need[i] - _TOL:
-                out_lo[cell], out_hi[cell] = seen_lo[i], high.value  # wide enough: one program, not two
-                continue
-            low = solver.extreme(w, maximize=False)
-            take(low.x)
-            out_lo[cell], out_hi[cell] = low.value, high.value
-            if high.value - low.value < need[i] - _TOL:
-                exposed.append(ExposedCell(cell, namer(cell, hidden=True), *namer.where(cell, hidden=True),
-                                           float(low.value), float(high.value),
-                                           float(need[i]), _derivation(namer, crow, (low, high), A_K, K, fixed)))
+        _audit_part(cells, system, cols, crow, aim, lo, hi, req, point, namer, out_lo, out_hi, exposed,
+                    done=done, total=total)
     progress.report("release audit", phase="cells", done=total, total=total, exposed=len(exposed), final=True)
     return ReleaseAudit(cells, lo, hi, out_lo, out_hi, audited, tuple(sorted(exposed, key=lambda e: e.cell)))
+
+
+def _settle_by_moves(cells: ReleaseCells, point: np.ndarray, lo: np.ndarray, hi: np.ndarray, unknown: np.ndarray,
+                     want: np.ndarray, req: np.ndarray, out_lo: np.ndarray, out_hi: np.ndarray) -> np.ndarray:
+    """Settle, without a program, every wanted cell that the additive moves of the published table
+    ``point`` (:func:`move_intervals`, issue #28) show wide enough: its inner bounds go into
+    ``out_lo``/``out_hi``. Returns the cells still wanted."""
+    m_lo, m_hi = move_intervals(cells, point, lo, hi, unknown)
+    wide = want & (m_hi - m_lo >= req - _TOL)
+    out_lo[wide], out_hi[wide] = m_lo[wide], m_hi[wide]
+    return want & ~wide
+
+
+@dataclass(frozen=True, eq=False)
+class _System:
+    """The relations of the release as the intruder's programs read them: over the unknown cells
+    ``U`` (``A_U``, only the relations that hold one), with the cells ``K`` published exactly moved
+    to the right-hand side ``b`` (``A_K``: those relations over ``K``; ``fixed``: their values)."""
+
+    U: np.ndarray
+    K: np.ndarray
+    fixed: np.ndarray
+    A_U: sp.csr_matrix
+    A_K: sp.csr_matrix
+    b: np.ndarray
+
+    @classmethod
+    def of(cls, A: sp.csr_matrix, lo: np.ndarray, unknown: np.ndarray) -> _System:
+        """The system of the relations ``A`` given which cells are ``unknown`` (``lo``: the value of
+        the others)."""
+        U = np.flatnonzero(unknown)
+        K = np.flatnonzero(~unknown)
+        fixed = lo[K]
+        A_U = sp.csr_matrix(A[:, U])
+        rows = np.flatnonzero(np.diff(A_U.indptr))
+        A_U = sp.csr_matrix(A_U[rows])
+        A_K = sp.csr_matrix(A[rows][:, K])
+        b = -(A_K @ fixed) if K.size else np.zeros(rows.size)
+        return cls(U, K, fixed, A_U, A_K, b)
+
+
+def _audit_part(cells: ReleaseCells, system: _System, cols: np.ndarray, crow: np.ndarray, aim: np.ndarray,
+                lo: np.ndarray, hi: np.ndarray, req: np.ndarray, point: np.ndarray | None, namer: _Namer,
+                out_lo: np.ndarray, out_hi: np.ndarray, exposed: list[ExposedCell], *, done: int, total: int) -> None:
+    """The feasibility intervals of the cells ``aim`` of one independent part of the release
+    (columns ``cols`` of ``system.A_U``, relations ``crow``; seed 000 §5.3): a feasible start and
+    the spread programs first, then up to two programs per cell not yet seen wide enough. Writes
+    the intervals into ``out_lo``/``out_hi`` and appends the exposed cells with their derivations;
+    ``done``/``total`` count the audited cells for the progress report."""
+    members = system.U[cols]
+    b = system.b
+    sub = system.A_U[crow][:, cols]
+    solver = ExtremeSolver(sub, b[crow], lo[members], hi[members])
+    try:
+        # a table that fits the published values: the published table itself when it does
+        start = point[members] if point is not None else solver.optimum(np.zeros(cols.size), maximize=False).x
+    except RuntimeError:
+        raise InputError(f"no table satisfies the published values around {cells.name(int(members[0]))}: the "
+                         "tables are not additive as published (a wrong hierarchy, or edited files?)") from None
+    seen_lo = np.full(aim.size, math.inf)
+    seen_hi = np.full(aim.size, -math.inf)
+
+    take = partial(widen, seen_lo, seen_hi, aim)
+
+    need = req[members[aim]]
+    take(start)
+    spread(sub, b[crow], lo[members], hi[members], start, aim, need, seen_lo, seen_hi)
+    for i, w in enumerate(aim.tolist()):
+        cell = int(members[w])
+        # a rounded release audits every cell with two programs each: minutes on a large one
+        if i % 64 == 0:
+            progress.report("release audit", phase="cells", done=done - aim.size + i, total=total,
+                            exposed=len(exposed))
+        if seen_hi[i] - seen_lo[i] >= need[i] - _TOL and math.isfinite(seen_hi[i]):
+            out_lo[cell], out_hi[cell] = seen_lo[i], seen_hi[i]
+            continue
+        high = solver.extreme(w, maximize=True)
+        take(high.x)
+        if not math.isfinite(high.value) or seen_hi[i] - seen_lo[i] >= need[i] - _TOL:
+            out_lo[cell], out_hi[cell] = seen_lo[i], high.value  # wide enough: one program, not two
+            continue
+        low = solver.extreme(w, maximize=False)
+        take(low.x)
+        out_lo[cell], out_hi[cell] = low.value, high.value
+        if high.value - low.value < need[i] - _TOL:
+            exposed.append(ExposedCell(cell, namer(cell, hidden=True), *namer.where(cell, hidden=True),
+                                       float(low.value), float(high.value), float(need[i]),
+                                       _derivation(namer, crow, (low, high), system.A_K, system.K, system.fixed)))
 
 
 def _axis_moves(h: Hierarchy, backward: bool = False) -> tuple[np.ndarray, np.ndarray]:

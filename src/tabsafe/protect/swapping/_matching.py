@@ -186,7 +186,6 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
     raw = np.zeros(n_groups, dtype=np.int64)  # per group: how far down its list to look (0: default)
     active = np.argsort(group[candidates], kind="stable")  # positions into `candidates`, grouped
     touched = np.full(n_hh, np.iinfo(np.int64).max, dtype=np.int64)
-    stride = n_hh + 1
     rounds = 0
     while active.size:
         c = candidates[active]
@@ -205,58 +204,8 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
         # rank among the group's remaining candidates (grouped, priority order kept)
         first_of_group = np.searchsorted(gc, gc, side="left")
         j = (np.arange(gc.size) - first_of_group) % n_elig
-        heads = np.flatnonzero(np.r_[True, gc[1:] != gc[:-1]])  # the first candidate of each group
-        per_group = np.diff(np.append(heads, gc.size))
-        head_of = np.repeat(np.arange(heads.size), per_group)  # each candidate's group, as a head index
-        g_heads = gc[heads]
-        seg_lo = d.start[g_heads]
-        seg_len = d.start[g_heads + 1] - seg_lo
-        while True:
-            wanted = raw[g_heads]
-            size = np.minimum(seg_len, np.where(wanted > 0, wanted, 2 * per_group + 64))
-            idx, _ = _ranges(seg_lo, size)
-            w = d.order[idx]
-            keep = free[w]
-            w = w[keep]  # the window: each group's best free donors, in order
-            w_head = np.repeat(np.arange(heads.size), size)[keep]
-            n_win = np.bincount(w_head, minlength=heads.size)
-            w_start = np.concatenate([[0], np.cumsum(n_win)[:-1]]).astype(np.int64)
-            w_pos = np.arange(w.size, dtype=np.int64) - w_start[w_head]  # position among the group's free
-            w_cell = cell[w]
-            # per (group, area) in the window, u = free donors of other areas before each one
-            o = np.lexsort((w_pos, w_cell))
-            wc_sorted = w_cell[o]
-            seg_change = np.r_[True, wc_sorted[1:] != wc_sorted[:-1]] if o.size else np.zeros(0, bool)
-            seg_start = np.flatnonzero(seg_change)
-            seg_no = np.cumsum(seg_change) - 1
-            u = w_pos[o] - (np.arange(o.size) - seg_start[seg_no])
-            composite = seg_no * stride + u
-            seg_key = wc_sorted[seg_start]
-            seg_n = np.diff(np.append(seg_start, o.size))
-            cc = cell[c]
-            s = np.searchsorted(seg_key, cc)
-            s_ok = s < seg_key.size
-            s_ok[s_ok] = seg_key[s[s_ok]] == cc[s_ok]
-            own = np.zeros(c.size, dtype=np.int64)
-            own[s_ok] = seg_n[s[s_ok]]
-            # the whole list never falls short (it holds n_elig donors outside the own area)
-            short = (j >= n_win[head_of] - own) & (size[head_of] < seg_len[head_of])
-            if not short.any():
-                break
-            grow = np.unique(head_of[short])  # look further down these groups' lists
-            raw[g_heads[grow]] = np.minimum(seg_len[grow], 4 * size[grow])
-        before = np.zeros(c.size, dtype=np.int64)
-        if s_ok.any():
-            q = s[s_ok]
-            before[s_ok] = np.searchsorted(composite, q * stride + j[s_ok], side="right") - seg_start[q]
-        dn = w[w_start[head_of] + j + before]
-        # accept in priority order when neither household was touched by an earlier proposal
-        prop = np.arange(c.size, dtype=np.int64)
-        np.minimum.at(touched, c, prop)
-        np.minimum.at(touched, dn, prop)
-        ok = (touched[c] == prop) & (touched[dn] == prop)
-        touched[c] = np.iinfo(np.int64).max
-        touched[dn] = np.iinfo(np.int64).max
+        dn = _proposals(d, free, raw, c, gc, j)
+        ok = _accepted(touched, c, dn)
         donor[active[ok]] = dn[ok]
         used = np.concatenate([c[ok], dn[ok]])
         free[used] = False
@@ -264,3 +213,89 @@ def match(candidates: np.ndarray, d: Donors, free: np.ndarray) -> Matched:
         np.subtract.at(group_free, group[used], 1)
         active = active[~ok]
     return Matched(donor, free, rounds)
+
+
+def _proposals(d: Donors, free: np.ndarray, raw: np.ndarray, c: np.ndarray, gc: np.ndarray,
+               j: np.ndarray) -> np.ndarray:
+    """One round's proposals (module docstring): for each candidate ``c`` (grouped by its group
+    ``gc``, priority order kept), the ``j``-th free donor of its group outside its own area.
+
+    Only the head of each group's list is looked at (:func:`_window`); a group whose head holds
+    too few donors for a candidate is looked at further down, and ``raw`` (per group, how far
+    down to look) keeps the longer head for the next rounds."""
+    stride = d.group.size + 1
+    heads = np.flatnonzero(np.r_[True, gc[1:] != gc[:-1]])  # the first candidate of each group
+    per_group = np.diff(np.append(heads, gc.size))
+    head_of = np.repeat(np.arange(heads.size), per_group)  # each candidate's group, as a head index
+    g_heads = gc[heads]
+    seg_lo = d.start[g_heads]
+    seg_len = d.start[g_heads + 1] - seg_lo
+    cc = d.cell[c]
+    while True:
+        wanted = raw[g_heads]
+        size = np.minimum(seg_len, np.where(wanted > 0, wanted, 2 * per_group + 64))
+        w, n_win, w_start, w_pos = _window(d, free, seg_lo, size)
+        composite, seg_start, s, s_ok, own = _area_runs(d.cell[w], w_pos, cc, stride)
+        # the whole list never falls short (it holds n_elig donors outside the own area)
+        short = (j >= n_win[head_of] - own) & (size[head_of] < seg_len[head_of])
+        if not short.any():
+            break
+        grow = np.unique(head_of[short])  # look further down these groups' lists
+        raw[g_heads[grow]] = np.minimum(seg_len[grow], 4 * size[grow])
+    before = np.zeros(c.size, dtype=np.int64)
+    if s_ok.any():
+        q = s[s_ok]
+        before[s_ok] = np.searchsorted(composite, q * stride + j[s_ok], side="right") - seg_start[q]
+    return w[w_start[head_of] + j + before]
+
+
+def _window(d: Donors, free: np.ndarray, seg_lo: np.ndarray,
+            size: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The window: the free households among the first ``size[h]`` of each group's list (the list
+    starting at ``seg_lo[h]`` in ``d.order``), in order. Returns them, how many each group has,
+    where each group starts in them, and each one's position among its group's free donors."""
+    idx, _ = _ranges(seg_lo, size)
+    w = d.order[idx]
+    keep = free[w]
+    w = w[keep]  # the window: each group's best free donors, in order
+    w_head = np.repeat(np.arange(size.size), size)[keep]
+    n_win = np.bincount(w_head, minlength=size.size)
+    w_start = np.concatenate([[0], np.cumsum(n_win)[:-1]]).astype(np.int64)
+    w_pos = np.arange(w.size, dtype=np.int64) - w_start[w_head]  # position among the group's free
+    return w, n_win, w_start, w_pos
+
+
+def _area_runs(w_cell: np.ndarray, w_pos: np.ndarray, cc: np.ndarray,
+               stride: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The window's donors by (group, area) cell ``w_cell``: per cell's run, ``u`` = the free
+    donors of other areas before each one, as the sorted key ``run * stride + u`` (``composite``),
+    with each run's start; and for each candidate's cell ``cc``, its run (``s``, valid where
+    ``s_ok``) and how many window donors share its area (``own``)."""
+    o = np.lexsort((w_pos, w_cell))
+    wc_sorted = w_cell[o]
+    seg_change = np.r_[True, wc_sorted[1:] != wc_sorted[:-1]] if o.size else np.zeros(0, bool)
+    seg_start = np.flatnonzero(seg_change)
+    seg_no = np.cumsum(seg_change) - 1
+    u = w_pos[o] - (np.arange(o.size) - seg_start[seg_no])
+    composite = seg_no * stride + u
+    seg_key = wc_sorted[seg_start]
+    seg_n = np.diff(np.append(seg_start, o.size))
+    s = np.searchsorted(seg_key, cc)
+    s_ok = s < seg_key.size
+    s_ok[s_ok] = seg_key[s[s_ok]] == cc[s_ok]
+    own = np.zeros(cc.size, dtype=np.int64)
+    own[s_ok] = seg_n[s[s_ok]]
+    return composite, seg_start, s, s_ok, own
+
+
+def _accepted(touched: np.ndarray, c: np.ndarray, dn: np.ndarray) -> np.ndarray:
+    """Which proposals (candidate ``c`` with donor ``dn``) are accepted: in priority order, when
+    neither household was touched by an earlier proposal of the round. ``touched`` (per household,
+    all at the largest int64 between rounds) is used as scratch and left as found."""
+    prop = np.arange(c.size, dtype=np.int64)
+    np.minimum.at(touched, c, prop)
+    np.minimum.at(touched, dn, prop)
+    ok = (touched[c] == prop) & (touched[dn] == prop)
+    touched[c] = np.iinfo(np.int64).max
+    touched[dn] = np.iinfo(np.int64).max
+    return ok

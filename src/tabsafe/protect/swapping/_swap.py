@@ -645,92 +645,150 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         counted: per top-level area (``codes.top_labels``; one scope when the geography has one
             level), the top level's swaps counted towards the swap rate there.
     """
-    H = codes.n
-    K = len(codes.geo)
-    profiles = spec.profiles
-    n_profiles = len(profiles)
-    top = codes.geo[0]
-    top_labels = list(codes.top_labels)
-    risk = codes.risk
-    weighted = bool(risk)
-    risky = codes.at_risk
-
-    # random streams: the top level over the whole population, the rest per top-level area
-    # blocks of draws (fixed numbering: results are reproduced from it): the population's stream
-    # has 0 = donors at level 1, 1 = tie-breaks at level 1, 2 = the top-up of a one-level
-    # geography; each top-level area's stream has 2(k-1) = donors and 2(k-1)+1 = tie-breaks at
-    # level k > 1, and 2(K-1) = the top-up
-    by_top = np.argsort(top, kind="stable") if K > 1 else None
-
-    def draw(block: int, scope_is_area: bool) -> np.ndarray:
-        if scope_is_area:
-            return draws_by_area(seed, top, top_labels, block, order=by_top)
-        return draws_global(seed, H, block)
-
-    def weight(k: int) -> np.ndarray:
-        return donor_weight(risk[k]) if weighted else np.ones(H)
-
-    def donor_key(k: int) -> np.ndarray:
-        return es_key(weight(k), draw(0, False) if k == 0 else draw(2 * (k - 1), True))
-
-    def tiebreak(k: int) -> np.ndarray:
-        return draw(1, False) if k == 0 else draw(2 * (k - 1) + 1, True)
-
-    cache: dict[int, list[Donors]] = {}
-
-    def prepared(k: int) -> list[Donors]:
-        """The households ordered for donor choice at level ``k``, one order per profile."""
-        if k not in cache:
-            key = donor_key(k)
-            groups = codes.profiles if k == 0 or spec.anywhere else [
-                combine([top, p], [len(top_labels), int(p.max()) + 1 if p.size else 1], H)[0] for p in codes.profiles]
-            cache[k] = [donors(g, codes.geo[k], key) for g in groups]
-        return cache[k]
-
+    n_profiles = len(spec.profiles)
+    streams = _Streams(codes, spec, seed)
     log = _Log()
-    levels: dict[str, dict[str, Any]] = {}
     # 3. levels 2..K within each top-level area
-    if spec.targeted and H:
+    free, levels = _targeted_levels(codes, spec, streams, log, free)
+    # 4. top-up at the lowest level to the swap rate
+    up = _top_up(codes, spec, streams, log, free, counted)
+    pairs = log.pairs()
+    tally = Tally(
+        targeted_pairs=int((pairs.kind == 0).sum()),
+        top_up_pairs=int((pairs.kind == 1).sum()),
+        levels=levels,
+        top_up={"pairs_by_profile": np.bincount(pairs.profile[pairs.kind == 1], minlength=n_profiles).tolist(),
+                "candidates": int(up.tried.sum()),
+                "no_donor": up.no_donor, "no_donor_under_profile": up.no_donor_profile},
+        scopes={label: [int(up.target[i]), int(up.counted[i])] for i, label in enumerate(up.scope_labels)},
+        rounds=log.rounds,
+    )
+    return Within(pairs, tally)
+
+
+class _Streams:
+    """The random draws of steps 3–4 and the donor orders made from them.
+
+    Random streams: the top level over the whole population, the rest per top-level area. Blocks
+    of draws (fixed numbering: results are reproduced from it): the population's stream has 0 =
+    donors at level 1, 1 = tie-breaks at level 1, 2 = the top-up of a one-level geography; each
+    top-level area's stream has 2(k-1) = donors and 2(k-1)+1 = tie-breaks at level k > 1, and
+    2(K-1) = the top-up (:func:`draws_global`, :func:`draws_by_area`; seed 000 §5.6.1: donors
+    sampled with probability proportional to their risk, :func:`es_key`).
+    """
+
+    def __init__(self, codes: HouseholdCodes, spec: SwapSpec, seed: int) -> None:
+        self.codes = codes
+        self.spec = spec
+        self.seed = seed
+        self.H = codes.n
+        self.top = codes.geo[0]
+        self.top_labels = list(codes.top_labels)
+        self.weighted = bool(codes.risk)
+        self.by_top = np.argsort(self.top, kind="stable") if len(codes.geo) > 1 else None
+        self.cache: dict[int, list[Donors]] = {}
+
+    def draw(self, block: int, scope_is_area: bool) -> np.ndarray:
+        """Block ``block`` of the draws: of each household's top-level area's stream, or of the
+        population's."""
+        if scope_is_area:
+            return draws_by_area(self.seed, self.top, self.top_labels, block, order=self.by_top)
+        return draws_global(self.seed, self.H, block)
+
+    def weight(self, k: int) -> np.ndarray:
+        """Each household's weight as a donor (or sampled one) at level ``k``: its risk there, or
+        1 when the swapping is random."""
+        return donor_weight(self.codes.risk[k]) if self.weighted else np.ones(self.H)
+
+    def donor_key(self, k: int) -> np.ndarray:
+        """The sampling keys of donor choice at level ``k``."""
+        return es_key(self.weight(k), self.draw(0, False) if k == 0 else self.draw(2 * (k - 1), True))
+
+    def tiebreak(self, k: int) -> np.ndarray:
+        """The random tie-breaks among equally risky candidates at level ``k``."""
+        return self.draw(1, False) if k == 0 else self.draw(2 * (k - 1) + 1, True)
+
+    def prepared(self, k: int) -> list[Donors]:
+        """The households ordered for donor choice at level ``k``, one order per profile."""
+        codes, top, top_labels, H = self.codes, self.top, self.top_labels, self.H
+        if k not in self.cache:
+            key = self.donor_key(k)
+            groups = codes.profiles if k == 0 or self.spec.anywhere else [
+                combine([top, p], [len(top_labels), int(p.max()) + 1 if p.size else 1], H)[0] for p in codes.profiles]
+            self.cache[k] = [donors(g, codes.geo[k], key) for g in groups]
+        return self.cache[k]
+
+
+def _targeted_levels(codes: HouseholdCodes, spec: SwapSpec, streams: _Streams, log: _Log,
+                     free: np.ndarray) -> tuple[np.ndarray, dict[str, dict[str, Any]]]:
+    """Step 3 (seed 000 §5.6.1): at each level ``k`` = 2..K, every household risky there and still
+    free, most at risk first, is paired with a free donor of its profile from another level-``k``
+    area. Pairs go to ``log``; returns the households still free and each level's numbers."""
+    K = len(codes.geo)
+    n_profiles = len(spec.profiles)
+    risk = codes.risk
+    risky = codes.at_risk
+    levels: dict[str, dict[str, Any]] = {}
+    if spec.targeted and codes.n:
         for k in range(1, K):
             cand = np.flatnonzero(free & risky[k])
             # most at risk first (fewest look-alikes), ties in random order
-            cand = cand[np.lexsort((tiebreak(k)[cand], -risk[k][cand]))]
+            cand = cand[np.lexsort((streams.tiebreak(k)[cand], -risk[k][cand]))]
             before = len(log.cand)
-            free, left, unmatched = _match_profiles(log, cand, prepared(k) if cand.size else [], free, level=k,
-                                                    kind=0, step=f"L{k}")
+            free, left, unmatched = _match_profiles(log, cand, streams.prepared(k) if cand.size else [], free,
+                                                    level=k, kind=0, step=f"L{k}")
             unmatched = unmatched or [int(cand.size)] * n_profiles
             if k != K - 1:
-                cache.pop(k, None)  # the top-up needs only the lowest level's order
+                streams.cache.pop(k, None)  # the top-up needs only the lowest level's order
             made = np.concatenate(log.profile[before:]) if len(log.cand) > before else np.zeros(0, np.int16)
             levels[str(k)] = _level_tally(made, n_profiles, risky=int(risky[k].sum()), candidates=int(cand.size),
                                           unmatched=unmatched, left=int(left.size))
+    return free, levels
 
-    # 4. top-up at the lowest level to the swap rate
+
+@dataclass(frozen=True, eq=False)
+class _TopUp:
+    """Step 4's numbers: per scope (a top-level area, or the whole population with one level) its
+    label, the pairs it needs and the pairs counted for it; which households were sampled; how
+    many found no donor (in all, and under each profile tried)."""
+
+    scope_labels: list[str]
+    target: np.ndarray
+    counted: np.ndarray
+    tried: np.ndarray
+    no_donor: int
+    no_donor_profile: list[int]
+
+
+def _top_up(codes: HouseholdCodes, spec: SwapSpec, streams: _Streams, log: _Log, free: np.ndarray,
+            counted: np.ndarray) -> _TopUp:
+    """Step 4 (seed 000 §5.6.1, seed 002 §3.1): while a scope has fewer pairs than the swap rate
+    asks, sample its free households not tried yet, most likely first (probability proportional to
+    the risk at level K, :func:`es_key`), and pair them with donors from another level-K area.
+    Pairs go to ``log``; ``counted``: the pairs already counted per scope (not changed)."""
+    H = codes.n
+    K = len(codes.geo)
     last = K - 1
     if K == 1:
         scope = np.zeros(H, dtype=np.int64)
         scope_labels = ["(all)"]
-        u_top = draw(2, False)
+        u_top = streams.draw(2, False)
     else:
-        scope = top
-        scope_labels = top_labels
-        u_top = draw(2 * (K - 1), True)
+        scope = streams.top
+        scope_labels = streams.top_labels
+        u_top = streams.draw(2 * (K - 1), True)
     n_scopes = max(len(scope_labels), 1)
     households_in = np.bincount(scope, minlength=n_scopes)
     target = spec.target_pairs(households_in)
     counted = np.asarray(counted, dtype=np.int64).copy()
     if log.cand:
         counted += np.bincount(scope[np.concatenate(log.cand)], minlength=n_scopes)
-    sample_key = es_key(weight(last), u_top)
+    sample_key = es_key(streams.weight(last), u_top)
     del u_top
-    # each scope's households, most likely first (lexsort's order: by key, then stably by scope)
-    order = np.argsort(-sample_key)
-    order = order[np.argsort(scope[order], kind="stable")]
-    scope_sorted = scope[order]
-    scope_start = np.searchsorted(scope_sorted, np.arange(n_scopes), side="left")
+    order, scope_sorted, scope_start = _scope_order(scope, sample_key, n_scopes)
     tried = np.zeros(H, dtype=bool)
     top_no_donor = 0
-    top_no_donor_profile = [0] * n_profiles
+    top_no_donor_profile = [0] * len(spec.profiles)
     iteration = 0
     while True:
         short = np.maximum(target - counted, 0)
@@ -750,7 +808,7 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         cand = cand[np.argsort(-sample_key[cand], kind="stable")]
         tried[cand] = True
         before = len(log.cand)
-        free, left, unmatched = _match_profiles(log, cand, prepared(last), free, level=last, kind=1,
+        free, left, unmatched = _match_profiles(log, cand, streams.prepared(last), free, level=last, kind=1,
                                                 step=f"T{iteration}")
         iteration += 1
         top_no_donor += int(left.size)
@@ -758,17 +816,18 @@ def swap_within(codes: HouseholdCodes, spec: SwapSpec, seed: int, *, free: np.nd
         for c in log.cand[before:]:
             if c.size:
                 counted += np.bincount(scope[c], minlength=n_scopes)
-    pairs = log.pairs()
-    tally = Tally(
-        targeted_pairs=int((pairs.kind == 0).sum()),
-        top_up_pairs=int((pairs.kind == 1).sum()),
-        levels=levels,
-        top_up={"pairs_by_profile": np.bincount(pairs.profile[pairs.kind == 1], minlength=n_profiles).tolist(), "candidates": int(tried.sum()),
-                "no_donor": top_no_donor, "no_donor_under_profile": top_no_donor_profile},
-        scopes={label: [int(target[i]), int(counted[i])] for i, label in enumerate(scope_labels)},
-        rounds=log.rounds,
-    )
-    return Within(pairs, tally)
+    return _TopUp(scope_labels, target, counted, tried, top_no_donor, top_no_donor_profile)
+
+
+def _scope_order(scope: np.ndarray, sample_key: np.ndarray,
+                 n_scopes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each scope's households, most likely first (lexsort's order: by key, then stably by scope),
+    their scopes in that order, and where each scope starts in it."""
+    order = np.argsort(-sample_key)
+    order = order[np.argsort(scope[order], kind="stable")]
+    scope_sorted = scope[order]
+    scope_start = np.searchsorted(scope_sorted, np.arange(n_scopes), side="left")
+    return order, scope_sorted, scope_start
 
 
 # ------------------------------------------------------------------------------ step 5 and the report

@@ -85,6 +85,29 @@ def _fail(source: str, what: str) -> InputError:
     return InputError(what, where=source)
 
 
+def _check_row_blocks(cols: Mapping[str, np.ndarray], source: str) -> None:
+    """Each original value's rows (sorted by (i, j)) are a distribution: p sums to 1 and the bounds
+    p_int_lb/p_int_ub are its cumulative sums from 0 to 1 (METHODS.md §2)."""
+    i = cols["i"]
+    starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
+    ends = np.r_[starts[1:], i.size]
+    for s, e in zip(starts.tolist(), ends.tolist()):
+        at = int(i[s])
+        p, lb, ub = cols["p"][s:e], cols["p_int_lb"][s:e], cols["p_int_ub"][s:e]
+        total = float(p.sum())
+        if abs(total - 1.0) > FILE_TOL:
+            raise _fail(source, f"row i={at}: probabilities sum to {total:.8g}, not 1 (tolerance {FILE_TOL:g})")
+        if (
+            abs(lb[0]) > FILE_TOL
+            or abs(ub[-1] - 1.0) > FILE_TOL
+            or np.any(np.abs(ub - lb - p) > FILE_TOL)
+            or np.any(np.abs(lb[1:] - ub[:-1]) > FILE_TOL)
+            or np.any(ub < lb)
+        ):
+            raise _fail(source, f"row i={at}: bounds p_int_lb/p_int_ub are not the cumulative sums of p "
+                                "(must run from 0 to 1 with p = p_int_ub - p_int_lb)")
+
+
 def validate_columns(columns: Mapping[str, Any], source: str) -> dict[str, np.ndarray]:
     """Check p-table columns (METHODS.md §2 layout) and return them typed and sorted by (i, j).
 
@@ -145,23 +168,7 @@ def validate_columns(columns: Mapping[str, Any], source: str) -> dict[str, np.nd
     if gaps.size and not fractional:
         raise _fail(source, f"row i={int(gaps[0])}: no rows for this original value "
                             f"(rows must cover i = 0..{int(present[-1])})")
-    starts = np.flatnonzero(np.r_[True, i[1:] != i[:-1]])
-    ends = np.r_[starts[1:], i.size]
-    for s, e in zip(starts.tolist(), ends.tolist()):
-        at = int(i[s])
-        p, lb, ub = cols["p"][s:e], cols["p_int_lb"][s:e], cols["p_int_ub"][s:e]
-        total = float(p.sum())
-        if abs(total - 1.0) > FILE_TOL:
-            raise _fail(source, f"row i={at}: probabilities sum to {total:.8g}, not 1 (tolerance {FILE_TOL:g})")
-        if (
-            abs(lb[0]) > FILE_TOL
-            or abs(ub[-1] - 1.0) > FILE_TOL
-            or np.any(np.abs(ub - lb - p) > FILE_TOL)
-            or np.any(np.abs(lb[1:] - ub[:-1]) > FILE_TOL)
-            or np.any(ub < lb)
-        ):
-            raise _fail(source, f"row i={at}: bounds p_int_lb/p_int_ub are not the cumulative sums of p "
-                                "(must run from 0 to 1 with p = p_int_ub - p_int_lb)")
+    _check_row_blocks(cols, source)
     zero = i == 0
     stays = float(cols["p"][zero & (cols["j"] == 0)].sum())
     if abs(stays - 1.0) > FILE_TOL:

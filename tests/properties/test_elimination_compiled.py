@@ -14,7 +14,8 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from tabsafe import Hierarchy, InnerCells, tabulate
+from tests.properties.strategies import dimensions
+from tabsafe import InnerCells, tabulate
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression import CellSystem, Problem, Settings, elimination, secondary_suppression
 from tabsafe.protect.suppression.elimination import gauss, gauss_reference, support_basis, support_matrix
@@ -24,16 +25,7 @@ from tabsafe.protect.suppression.elimination import gauss, gauss_reference, supp
 def tables(draw: st.DrawFn) -> Table:
     n_dims = draw(st.sampled_from([2, 3]))
     names = ["a", "b", "c"][:n_dims]
-    hierarchies, codes = {}, []
-    for name in names:
-        n_leaves = draw(st.integers(2, 6 if n_dims == 2 else 4))
-        leaves = [f"{name}{i}" for i in range(n_leaves)]
-        if n_leaves >= 3 and draw(st.booleans()):
-            cut = draw(st.integers(1, n_leaves - 1))
-            hierarchies[name] = Hierarchy.from_tree({f"{name}G1": leaves[:cut], f"{name}G2": leaves[cut:]})
-        else:
-            hierarchies[name] = Hierarchy.flat(leaves)
-        codes.append(leaves)
+    hierarchies, codes = dimensions(draw, names, 6 if n_dims == 2 else 4)
     grid = pd.MultiIndex.from_product(codes, names=names).to_frame(index=False)
     grid["n"] = draw(st.lists(st.sampled_from([0, 0, 0, 1, 1, 2, 3, 5, 8, 20]), min_size=len(grid), max_size=len(grid)))
     return tabulate(InnerCells.from_frame(grid, count="n"), names, hierarchies=hierarchies).densify()

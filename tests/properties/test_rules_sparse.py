@@ -10,7 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tabsafe import Hierarchy, InnerCells, tabulate
+from tests.properties.strategies import dimensions
+from tabsafe import InnerCells, tabulate
 from tabsafe.errors import InputError
 from tabsafe.model.table import Table
 from tabsafe.risk.rules import RiskRules, RuleThresholds, assess, coalition_rule, extended_rules, threshold_rule
@@ -20,16 +21,7 @@ from tabsafe.risk.rules import RiskRules, RuleThresholds, assess, coalition_rule
 def sparse_tables(draw: st.DrawFn) -> Table:
     n_dims = draw(st.integers(2, 3))
     names = ["a", "b", "c"][:n_dims]
-    hierarchies, codes = {}, []
-    for name in names:
-        n_leaves = draw(st.integers(2, 5))
-        leaves = [f"{name}{i}" for i in range(n_leaves)]
-        if n_leaves >= 3 and draw(st.booleans()):
-            cut = draw(st.integers(1, n_leaves - 1))
-            hierarchies[name] = Hierarchy.from_tree({f"{name}G1": leaves[:cut], f"{name}G2": leaves[cut:]})
-        else:
-            hierarchies[name] = Hierarchy.flat(leaves)
-        codes.append(leaves)
+    hierarchies, codes = dimensions(draw, names, 5)
     grid = pd.MultiIndex.from_product(codes, names=names).to_frame(index=False)
     grid["n"] = draw(st.lists(st.sampled_from([0, 0, 0, 1, 2, 3, 5, 9, 30]), min_size=len(grid), max_size=len(grid)))
     grid = grid[grid["n"] > 0]  # the inner cells that exist

@@ -11,7 +11,8 @@ import pandas as pd
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tabsafe import Hierarchy, InnerCells, tabulate
+from tests.properties.strategies import dimensions
+from tabsafe import InnerCells, tabulate
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression import CellSuppression, CellSystem, Problem, Settings, joint_table, secondary_suppression
 from tabsafe.protect.suppression.hitas import hitas, subtables
@@ -25,17 +26,7 @@ from tabsafe.risk.intervals import feasibility_intervals, interval_audit
 def tables(draw: st.DrawFn, dims: tuple[int, ...] = (2, 3)) -> Table:
     n_dims = draw(st.sampled_from(dims))
     names = ["a", "b", "c"][:n_dims]
-    hierarchies = {}
-    codes = []
-    for name in names:
-        n_leaves = draw(st.integers(2, 5 if n_dims == 2 else 3))
-        leaves = [f"{name}{i}" for i in range(n_leaves)]
-        if n_leaves >= 3 and draw(st.booleans()):
-            cut = draw(st.integers(1, n_leaves - 1))
-            hierarchies[name] = Hierarchy.from_tree({f"{name}G1": leaves[:cut], f"{name}G2": leaves[cut:]})
-        else:
-            hierarchies[name] = Hierarchy.flat(leaves)
-        codes.append(leaves)
+    hierarchies, codes = dimensions(draw, names, 5 if n_dims == 2 else 3)
     grid = pd.MultiIndex.from_product(codes, names=names).to_frame(index=False)
     # Small counts dominate, as in a detailed census table: many 0s, 1s and 2s.
     values = draw(st.lists(st.sampled_from([0, 0, 1, 1, 2, 3, 4, 6, 9, 15, 40]), min_size=len(grid), max_size=len(grid)))

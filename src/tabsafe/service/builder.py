@@ -40,7 +40,7 @@ from tabsafe.errors import InputError, TabsafeError
 from tabsafe.pipeline import Chain, step_seeds
 from tabsafe.registry import get_method
 from tabsafe.service.counting import Counting, _LRU
-from tabsafe.service.magnitudes import contributions, withheld, withhold
+from tabsafe.service.magnitudes import withheld, withhold
 from tabsafe.service.payload import release_payload
 from tabsafe.service.prepared import Prepared
 from tabsafe.service.query import Query, Resolved, resolve
@@ -165,10 +165,6 @@ class Builder(Counting):
             outcome = Outcome(r.query, tuple(checks), payload, r.grid_cells)
         self._cache.put(key, outcome)
         return outcome, r
-
-    def contributions(self, r: Resolved) -> dict[str, Any]:
-        """The largest contributions and totals per display cell (:mod:`tabsafe.service.magnitudes`)."""
-        return contributions(self.data, r)
 
     def _withhold(self, r: Resolved, payload: dict[str, Any]) -> str:
         """Null the sums and means the magnitude rules do not let out; the note saying so."""

@@ -19,6 +19,7 @@ import numpy as np
 
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Dimension, Table
+from tabsafe.service.magnitudes import abs_fixed, contributions, in_units, to_display, top2_over, unit_contributions
 from tabsafe.service.prepared import SPLIT
 from tabsafe.service.query import Resolved
 
@@ -155,7 +156,7 @@ class Counting:
                 fits = [lv for lv in range(var.hierarchy.max_depth, 0, -1) if len(var.at_level(lv)) <= MICRO_UNITS]
                 if fits:
                     levels[name] = fits[0]
-            key = f"micro|{sorted(levels.items())}|{sorted(data.numeric)}"
+            key = f"micro|{sorted(levels.items())}|{sorted(data.numeric)}|contributions"
             stored = self._stored_cube(key)
             if stored is None:
                 names = sorted(levels)
@@ -176,18 +177,20 @@ class Counting:
                 for n, (lo, hi) in data.fixed.items():
                     stored[f"lo_{n}"] = np.bincount(inverse, weights=lo, minlength=uniq.size)
                     stored[f"hi_{n}"] = np.bincount(inverse, weights=hi, minlength=uniq.size)
+                    # each group's two largest contributions and their total (magnitude rules)
+                    parts = unit_contributions(inverse, abs_fixed(data, n, slice(0, data.n)), uniq.size)
+                    stored.update({f"{k}_{n}": v for k, v in parts.items()})
                 self._store_cube(key, stored)
             self._micro_cache = (levels, stored)
             return self._micro_cache
 
-    def _count_micro(self, spec: tuple[tuple[str, int], ...], numeric: str | None,
-                     sizes: list[int]) -> dict[str, np.ndarray] | None:
-        """A whole-population cube from the grouped records (:meth:`_micro`), when every
+    def _micro_index(self, spec: tuple[tuple[str, int], ...], sizes: list[int]
+                     ) -> tuple[np.ndarray, dict[str, np.ndarray]] | None:
+        """Each group of records (:meth:`_micro`) → its cell of the cube of ``spec``, when every
         variable of ``spec`` is there at its level or a finer one; else None."""
         levels, micro = self._micro()
         if any(name not in levels or levels[name] < level for name, level in spec):
             return None
-        n = int(np.prod(sizes))
         idx = np.zeros(micro["count"].size, dtype=np.intp)
         for (name, level), size in zip(spec, sizes):
             var = self.data.variables[name]
@@ -195,6 +198,18 @@ class Counting:
             up = var.units(level)[0][var.units(levels[name])[1]]
             idx *= size
             idx += up[micro[f"code_{name}"]]
+        return idx, micro
+
+    def _count_micro(self, spec: tuple[tuple[str, int], ...], numeric: str | None,
+                     sizes: list[int]) -> dict[str, np.ndarray] | None:
+        """A whole-population cube from the grouped records (:meth:`_micro`), when every
+        variable of ``spec`` is there at its level or a finer one; else None."""
+        found = self._micro_index(spec, sizes)
+        if found is None:
+            return None
+        idx, micro = found
+        n = int(np.prod(sizes))
+
         def total(weights: np.ndarray) -> np.ndarray:
             return np.bincount(idx, weights=weights, minlength=n)
 
@@ -238,13 +253,12 @@ class Counting:
         except OSError:
             pass  # a cube that cannot be kept on disk is counted again next time
 
-    def _leaf_cube(self, r: Resolved) -> tuple[dict[str, np.ndarray], list[list[tuple[int, ...]]]] | None:
-        """The query's cube from a cached whole-population cube, and what each unit of it adds
-        to. A variable of a long codelist shown at a level is counted by that level's
-        categories, any other by its leaf codes; every table of the same variables — other subsets,
-        subtotals, recodes, filters on categorical variables — is then a sum over a kept cube,
-        without reading a record. None when the query needs a pass over the records (an area, a
-        numeric filter, a cube too large to keep)."""
+    def _kept_levels(self, r: Resolved) -> tuple[list[str], dict[str, int]] | None:
+        """The variables a kept cube of the query must have, each at its level (its filter's
+        variables at their leaf codes), and the filter's variables; None when the query needs a
+        pass over the records (an area, a filter on a numeric variable). A variable of a long
+        codelist shown at a level is counted by that level's categories, any other by its leaf
+        codes."""
         if r.area_label is not None:
             return None
         fvars = list(r.where.variables) if r.where is not None else []
@@ -258,34 +272,114 @@ class Counting:
             levels[name] = deepest if fine else int(d.spec.level or deepest)
         for v in fvars:
             levels.setdefault(v, self.data.variables[v].hierarchy.max_depth)
+        return fvars, levels
+
+    def _filter_cube(self, r: Resolved, fvars: list[str], names: tuple[str, ...]) -> np.ndarray:
+        """The query's filter evaluated once per combination of its variables' leaf codes, shaped
+        to broadcast over a cube of ``names`` (1 on the axes of other variables)."""
+        from types import SimpleNamespace
+
+        from tabsafe.service.query import compile_filter
+
+        sizes = [len(self.data.variables[v].hierarchy.leaves) for v in fvars]
+        combos = np.indices(sizes).reshape(len(sizes), -1)
+        fake = SimpleNamespace(variables=self.data.variables, values={},
+                               codes={v: combos[i] for i, v in enumerate(fvars)})
+        mask = compile_filter(fake, r.where)(slice(None)).reshape(sizes)  # type: ignore[arg-type]
+        mask = np.transpose(mask, np.argsort([names.index(v) for v in fvars]))
+        shape = [len(self.data.variables[n].hierarchy.leaves) if n in fvars else 1 for n in names]
+        return mask.reshape(shape)
+
+    def _kept_units(self, r: Resolved, levels: dict[str, int]) -> list[list[tuple[int, ...]]]:
+        """Per dimension, for each category of its level in the kept cube, the display cells it
+        adds to."""
+        units = []
+        for d in r.dims:
+            first_leaf = d.variable.units(levels[d.variable.name])[1]
+            units.append([d.targets[b] if b >= 0 else () for b in d.lut[first_leaf].tolist()])
+        return units
+
+    def _leaf_cube(self, r: Resolved) -> tuple[dict[str, np.ndarray], list[list[tuple[int, ...]]]] | None:
+        """The query's cube from a cached whole-population cube (:meth:`_kept_levels`), and what
+        each unit of it adds to: every table of the same variables — other subsets, subtotals,
+        recodes, filters on categorical variables — is then a sum over a kept cube, without
+        reading a record. None when the query needs a pass over the records."""
+        plan = self._kept_levels(r)
+        if plan is None:
+            return None
+        fvars, levels = plan
         names = tuple(sorted(levels))
         cube = self._cube_of(r, tuple((n, levels[n]) for n in names))
         if cube is None:
             return None
         dims = [d.variable.name for d in r.dims]
         if r.where is not None:
-            from types import SimpleNamespace
-
-            from tabsafe.service.query import compile_filter
-
-            # the filter evaluated once per combination of its variables' leaf codes
-            sizes = [len(self.data.variables[v].hierarchy.leaves) for v in fvars]
-            combos = np.indices(sizes).reshape(len(sizes), -1)
-            fake = SimpleNamespace(variables=self.data.variables, values={},
-                                   codes={v: combos[i] for i, v in enumerate(fvars)})
-            mask = compile_filter(fake, r.where)(slice(None)).reshape(sizes)  # type: ignore[arg-type]
-            mask = np.transpose(mask, np.argsort([names.index(v) for v in fvars]))
-            shape = [len(self.data.variables[n].hierarchy.leaves) if n in fvars else 1 for n in names]
-            mask = mask.reshape(shape)
+            mask = self._filter_cube(r, fvars, names)
             extra = tuple(i for i, n in enumerate(names) if n not in dims)
             cube = {k: (v * mask).sum(axis=extra) if extra else v * mask for k, v in cube.items()}
             names = tuple(n for n in names if n in dims)
         order = [names.index(n) for n in dims]
-        units = []
-        for d in r.dims:
-            first_leaf = d.variable.units(levels[d.variable.name])[1]
-            units.append([d.targets[b] if b >= 0 else () for b in d.lut[first_leaf].tolist()])
-        return {k: np.transpose(v, order) for k, v in cube.items()}, units
+        return {k: np.transpose(v, order) for k, v in cube.items()}, self._kept_units(r, levels)
+
+    def _contribution_cube(self, spec: tuple[tuple[str, int], ...], numeric: str) -> dict[str, np.ndarray] | None:
+        """The whole population's contributions (:func:`~tabsafe.service.magnitudes.unit_contributions`:
+        two largest and exact total, fixed point) per category of the given (variable, level)
+        pairs; counted once from the records, kept like the count cubes."""
+        variables = [self.data.variables[n] for n, _ in spec]
+        sizes = [len(v.at_level(level)) for v, (_, level) in zip(variables, spec)]
+        cells = int(np.prod(sizes))
+        if cells > LEAF_CUBE_CELLS:
+            return None
+        key = f"contributions|{spec}|{numeric}"
+        cube = self._leaf_cubes.get(key)
+        if cube is None:
+            cube = self._stored_cube(key)
+        if cube is None:
+            found = self._micro_index(spec, sizes)
+            if found is not None:
+                # from the groups' own two largest and totals: the two largest of a cell are
+                # among its groups' two largest
+                idx, micro = found
+                parts = unit_contributions(np.concatenate([idx, idx]), np.concatenate(
+                    [micro[f"top1_{numeric}"], micro[f"top2_{numeric}"]]), cells)
+                totals = micro[f"total_{numeric}"]
+                parts["total"] = _exact(np.bincount(idx, weights=totals >> SPLIT, minlength=cells),
+                                        np.bincount(idx, weights=totals & ((1 << SPLIT) - 1), minlength=cells))
+            else:
+                idx = np.zeros(self.data.n, dtype=np.intp)
+                for v, (name, level), size in zip(variables, spec, sizes):
+                    idx *= size
+                    idx += v.units(level)[0][self.data.codes[name]]
+                parts = unit_contributions(idx, abs_fixed(self.data, numeric, slice(0, self.data.n)), cells)
+            cube = {k: v.reshape(sizes) for k, v in parts.items()}
+            cube["count"] = cube.pop("total")  # stored under the name a kept cube is recognised by
+            self._store_cube(key, cube)
+        self._leaf_cubes.put(key, cube, cells=3 * cells)
+        return {"top1": cube["top1"], "top2": cube["top2"], "total": cube["count"]}
+
+    def contributions(self, r: Resolved) -> dict[str, np.ndarray]:
+        """The largest contributions and totals per display cell (:mod:`tabsafe.service.magnitudes`):
+        for a query a kept cube answers (:meth:`_kept_levels`), from a kept cube of
+        contributions — the two largest of a union of cells are among the cells' two largest, and
+        totals are exact integers — else from the query's records."""
+        plan = self._kept_levels(r)
+        cube = None
+        if plan is not None:
+            fvars, levels = plan
+            names = tuple(sorted(levels))
+            cube = self._contribution_cube(tuple((n, levels[n]) for n in names), r.numeric)  # type: ignore[arg-type]
+        if cube is None:
+            return contributions(self.data, r)
+        dims = [d.variable.name for d in r.dims]
+        if r.where is not None:
+            mask = self._filter_cube(r, fvars, names)
+            cube = {k: v * mask for k, v in cube.items()}  # a record left out contributes 0
+        cube = top2_over(cube, tuple(i for i, n in enumerate(names) if n not in dims))
+        kept = [n for n in names if n in dims]
+        cube = {k: np.transpose(v, [kept.index(n) for n in dims]) for k, v in cube.items()}
+        for axis, (d, targets) in enumerate(zip(r.dims, self._kept_units(r, levels))):
+            cube = to_display(cube, axis, targets, len(d.display))
+        return in_units(self.data, r.numeric, {k: v.ravel() for k, v in cube.items()})  # type: ignore[arg-type]
 
     def tabulate(self, r: Resolved) -> Table:
         """The table of a resolved query: counts, cell keys and sums of every cell with records,

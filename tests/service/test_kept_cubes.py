@@ -85,3 +85,34 @@ def test_contributions_of_a_filtered_table(builder):
     assert got["total"][0] == fixed.sum() / 100
     assert got["top1"][0] == ordered[-1] / 100
     assert got["top2"][0] == ordered[-2] / 100
+
+
+AREAS = ["R1A002", "R1A005S01", "R2", "R1A001"]
+
+
+@given(query=queries(), area=st.lists(st.sampled_from(AREAS), max_size=3, unique=True),
+       bound=st.integers(0, 99), drop=st.booleans())
+def test_a_population_key_tells_populations_apart(builder, query, area, bound, drop):
+    """The defence computes a population's digest once per :func:`population_key`: two queries
+    with the same key must count the same records, so a key that missed a filter bound, an
+    area's block or a restricted category would let a new population pass as an answered one."""
+    from dataclasses import replace
+
+    from tabsafe.service.defence import area_mask, population_key, population_mask
+
+    first = replace(query, area=tuple(area) or None)
+    # a near neighbour: the bound moved by one, a block of the area dropped, or a category kept out
+    other = replace(first, where=f"age_year >= {bound}" if first.where is None else first.where.replace(
+        str(bound), str(bound + 1)))
+    if drop and first.area and len(first.area) > 1:
+        other = replace(first, area=first.area[1:])
+    elif drop:
+        rest = tuple(d for d in first.dimensions if d.variable != "sex")[:2]
+        other = replace(first, dimensions=(Dim("sex", categories=("1",)), *rest))
+    ra, rb = (resolve(q, builder.data, builder.limits) for q in (first, other))
+    same_records = bool(np.array_equal(population_mask(builder.data, ra), population_mask(builder.data, rb)))
+    same_area = ra.area_label is None and rb.area_label is None or (
+        ra.area_label is not None and rb.area_label is not None
+        and bool(np.array_equal(area_mask(builder.data, ra), area_mask(builder.data, rb))))
+    if population_key(ra) == population_key(rb):
+        assert same_records and same_area

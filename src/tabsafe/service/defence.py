@@ -75,6 +75,16 @@ def population_mask(data: Any, r: Resolved) -> np.ndarray:
     return mask
 
 
+def population_key(r: Resolved) -> tuple[Any, ...]:
+    """What decides the records a resolved query counts (:func:`population_mask`) and its area
+    (:func:`area_mask`): the runs of its area, its canonical filter, and which leaf codes each
+    restricted variable keeps. Two queries with the same key count the same records, so a
+    population's digests are computed once per key, not once per query."""
+    restricted = tuple(sorted((d.variable.name, np.packbits(d.lut >= 0).tobytes())
+                              for d in r.dims if bool((d.lut < 0).any())))
+    return r.ranges, r.area_label is not None, r.query.where, restricted
+
+
 def area_mask(data: Any, r: Resolved) -> np.ndarray | None:
     """The records of the query's user-defined area (None: no area)."""
     if r.area_label is None:
@@ -107,6 +117,8 @@ class Defence:
         self.budget_on = settings.differencing.enabled
         self._lock = threading.Lock()
         self._digests: dict[str, tuple[str, str | None]] = {}
+        #: a population's digests by :func:`population_key` (many queries, one population)
+        self._populations: dict[tuple[Any, ...], tuple[str, str | None]] = {}
         self.last = 0
         if self.active and getattr(data, "blocks", None) is None and data.geography is not None:
             raise InputError("the differencing defence needs the prepared records (engine: prepared); "
@@ -120,20 +132,45 @@ class Defence:
                 self._sync(db)
 
     # ------------------------------------------------------------------ populations of a query
-    def _masks(self, query: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None]:
+    def _masks(self, query: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None, Any]:
+        """The records of a query's population and area, and the runs outside which both are
+        empty (None: the whole data set)."""
         r = resolve(Query.from_json(query), self.data, self.limits)
-        return population_mask(self.data, r), area_mask(self.data, r)
+        return population_mask(self.data, r), area_mask(self.data, r), r.ranges if r.area_label else None
 
-    def _apply(self, masks: tuple[np.ndarray, np.ndarray | None], *, check: bool) -> Refused | None:
-        """Check (or, replaying, only record) one query's population and area."""
+    def _identify(self, query: dict[str, Any]) -> tuple[tuple[str, str | None], Any]:
+        """The digests of a query's population and area, and their masks when they had to be
+        computed (None when the population's key was seen before: :func:`population_key`)."""
+        r = resolve(Query.from_json(query), self.data, self.limits)
+        key = population_key(r)
+        known = self._populations.get(key)
+        if known is not None:
+            return known, None
+        masks = population_mask(self.data, r), area_mask(self.data, r), r.ranges if r.area_label else None
+        known = (digest(masks[0]), digest(masks[1]) if masks[1] is not None else None)
+        if len(self._populations) > 50_000:
+            self._populations.clear()
+        self._populations[key] = known
+        return known, masks
+
+    def _knows(self, known: tuple[str, str | None]) -> bool:
+        """Whether the record holds the population and the area of these digests."""
         assert self.people is not None
-        people, area = masks
+        return known[0] in self.people.known and (known[1] is None or self.areas is None
+                                                   or known[1] in self.areas.known)
+
+    def _apply(self, masks: tuple[np.ndarray, np.ndarray | None, Any], *, check: bool,
+               known: tuple[str, str | None] | None = None) -> Refused | None:
+        """Check (or, replaying, only record) one query's population and area (``known``: their
+        digests, when computed already)."""
+        assert self.people is not None
+        people, area, spans = masks
         trials = []
-        pairs = [(self.people, people)]
+        pairs = [(self.people, people, known[0] if known else None)]
         if self.areas is not None and area is not None:
-            pairs.append((self.areas, area))
-        for record, mask in pairs:
-            split = record.split([[mask]])
+            pairs.append((self.areas, area, known[1] if known else None))
+        for record, mask, d in pairs:
+            split = record.split([[mask]], [[d]] if d is not None else None, spans)
             if not split.rows:
                 continue
             trial = record.trial(split)
@@ -153,7 +190,10 @@ class Defence:
 
         for seq, text, data_id in rows:
             if data_id == self.data_id:
-                self._apply(self._masks(json.loads(text)), check=False)
+                known, masks = self._identify(json.loads(text))
+                if not self._knows(known):  # a population this process has not recorded yet
+                    self._apply(masks if masks is not None else self._masks(json.loads(text)), check=False,
+                                known=known)
             self.last = int(seq)
 
     # ------------------------------------------------------------------ the check
@@ -172,23 +212,23 @@ class Defence:
                 known = (hashlib.blake2b(text.encode(), digest_size=16).hexdigest(), None)
                 masks = None
             elif known is None:
-                masks = self._masks(query)
-                known = (digest(masks[0]), digest(masks[1]) if masks[1] is not None else None)
+                known, masks = self._identify(query)
                 if len(self._digests) > 50_000:
                     self._digests.clear()
                 self._digests[text] = known
             else:
                 masks = None
-            fresh = self.active and not (known[0] in self.people.known  # type: ignore[union-attr]
-                                         and (known[1] is None or self.areas is None or known[1] in self.areas.known))
+            fresh = self.active and not self._knows(known)
             with self.store._tx() as db:
                 refused = self._budget(db, key_id, known[0])
                 if refused is not None or not fresh:
                     return refused
                 self._sync(db)
+                if self._knows(known):  # another process recorded it meanwhile
+                    return None
                 if masks is None:
                     masks = self._masks(query)
-                refused = self._apply(masks, check=True)
+                refused = self._apply(masks, check=True, known=known)
                 if refused is not None:
                     db.execute("DELETE FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
                                (key_id or "", _day(time.time()), known[0]))
@@ -205,7 +245,7 @@ class Defence:
         if not self.active:
             return True
         with self._lock:
-            people, area = self._masks(query)
+            people, area, _ = self._masks(query)
             for record, mask in ((self.people, people), (self.areas, area)):
                 if record is None or mask is None:
                     continue
@@ -241,4 +281,4 @@ def _refusal(area: bool, problem: str) -> Refused:
     return Refused("differencing", text)
 
 
-__all__ = ["Defence", "Refused", "area_mask", "population_mask"]
+__all__ = ["Defence", "Refused", "area_mask", "population_key", "population_mask"]

@@ -202,18 +202,22 @@ class Record:
         return int(self.sizes.size)
 
     # ------------------------------------------------------------------ splitting
-    def split(self, families: list[list[np.ndarray]]) -> Split:
+    def split(self, families: list[list[np.ndarray]], digests: list[list[str]] | None = None,
+              spans: tuple[tuple[int, int], ...] | None = None) -> Split:
         """The regions after cutting by the new populations and each one's row over them.
 
         ``families`` lists populations in groups of disjoint ones (a recode's groups), so that a
         record's membership is one number per family; populations answered before are left out.
+        ``digests`` are the populations' digests when already known; ``spans``, runs of records
+        outside which every population is empty (a user-defined area's), so that only they are
+        scanned.
         """
         fresh: list[list[tuple[np.ndarray, str]]] = []
         seen: set[str] = set()
-        for family in families:
+        for fi, family in enumerate(families):
             kept = []
-            for m in family:
-                d = digest(m)
+            for mi, m in enumerate(family):
+                d = digests[fi][mi] if digests is not None else digest(m)
                 if d not in self.known and d not in seen and m.any():
                     seen.add(d)
                     kept.append((m, d))
@@ -227,7 +231,9 @@ class Record:
         if width * n_regions >= 2**62:
             raise ValueError("too many populations in one query for the differencing record")
         if width == 2:  # one population (the usual case): its records are the inside ones
-            inside = np.flatnonzero(fresh[0][0][0])
+            mask = fresh[0][0][0]
+            inside = np.flatnonzero(mask) if spans is None else np.concatenate(
+                [s + np.flatnonzero(mask[s:e]) for s, e in spans] or [np.zeros(0, np.int64)])
             combo = self.labels[inside].astype(np.int64) * 2 + 1
         else:
             # each record's membership, one digit per family (0: in none of its populations)

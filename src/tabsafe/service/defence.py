@@ -219,6 +219,10 @@ class Defence:
             else:
                 masks = None
             fresh = self.active and not self._knows(known)
+            if not fresh and self._counted(key_id, known[0]):
+                # a recorded population the key was answered today: nothing to check or write,
+                # so no write transaction (its lock is what processes queue for)
+                return None
             with self.store._tx() as db:
                 refused = self._budget(db, key_id, known[0])
                 if refused is not None or not fresh:
@@ -253,6 +257,12 @@ class Defence:
                 if split.rows and record.trial(split).problem is not None:
                     return False
         return True
+
+    def _counted(self, key_id: str | None, pop: str) -> bool:
+        """Whether the key's budget of the day already counts the population (a plain read: a
+        counted population stays counted all day)."""
+        return self.store._db().execute("SELECT 1 FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
+                                        (key_id or "", _day(time.time()), pop)).fetchone() is not None
 
     def _budget(self, db: Any, key_id: str | None, pop: str) -> Refused | None:
         """Count the population against the key's budget of the day (inserted when new)."""

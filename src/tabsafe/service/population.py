@@ -131,7 +131,11 @@ class Basis:
         led = self.lead(self.reduce(v))
         if led is None:
             return False
-        j, v = led
+        self.insert_led(*led)
+        return True
+
+    def insert_led(self, j: int, v: np.ndarray) -> None:
+        """Add a vector already reduced against the basis and led (:meth:`lead`: pivot ``j``)."""
         self._room(self.n_rows + 1, self.n_cols)
         col = self.rows[:self.n_rows, j]
         hit = np.flatnonzero(col)
@@ -140,7 +144,6 @@ class Basis:
         self.rows[self.n_rows, :self.n_cols] = v
         self.n_rows += 1
         self.pivots.append(j)
-        return True
 
 
 def _rank_mod(vectors: list[np.ndarray]) -> int:
@@ -177,6 +180,9 @@ class Trial:
     L: Basis | None
     small_rows: int
     problem: str | None  # None: the rule holds
+    #: one new population's reduced, led rows for ``A`` and ``L`` (None: it adds no rank there),
+    #: so that :meth:`Record.commit` does not reduce it again; unset when checked on copies
+    led: tuple[tuple[int, np.ndarray] | None, tuple[int, np.ndarray] | None] | None = None
 
 
 class Record:
@@ -299,22 +305,21 @@ class Record:
             return self._trial_on_copies(split)
         problem = None
         small = self.small_rows
+        led_a = led_l = None
         if split.rows:
             row, size = split.rows[0], split.row_sizes[0]
-            grows_a = self.A.lead(self.A.reduce(row, split.sources)) is not None
-            grows_l = False
+            led_a = self.A.lead(self.A.reduce(row, split.sources))
             if size >= self.threshold:
-                led = self.L.lead(self.L.reduce(row, split.sources))
-                if led is not None:
-                    grows_l = True
-                    weights = self.L.weights_after(led[0], led[1], split.sources, split.sizes)
+                led_l = self.L.lead(self.L.reduce(row, split.sources))
+                if led_l is not None:
+                    weights = self.L.weights_after(led_l[0], led_l[1], split.sources, split.sizes)
                     if np.any(weights < self.threshold):
                         problem = "combination"
             else:
                 small += 1
-            if problem is None and self.A.n_rows + grows_a != self.L.n_rows + grows_l + small:
+            if problem is None and self.A.n_rows + (led_a is not None) != self.L.n_rows + (led_l is not None) + small:
                 problem = "repeated"
-        return Trial(split, None, None, small, problem)
+        return Trial(split, None, None, small, problem, (led_a, led_l) if split.rows else None)
 
     def _trial_on_copies(self, split: Split) -> Trial:
         A, L = self.A.copy(), self.L.copy()
@@ -343,6 +348,12 @@ class Record:
         self.sizes = split.sizes
         if trial.A is not None and trial.L is not None:
             self.A, self.L = trial.A, trial.L
+        elif trial.led is not None:  # one population, reduced in the trial over these columns
+            self.A.copy_columns(split.sources)
+            self.L.copy_columns(split.sources)
+            for basis, led in zip((self.A, self.L), trial.led):
+                if led is not None:
+                    basis.insert_led(*led)
         else:
             self.A.copy_columns(split.sources)
             self.L.copy_columns(split.sources)

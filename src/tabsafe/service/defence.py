@@ -147,7 +147,10 @@ class Defence:
         if known is not None:
             return known, None
         masks = population_mask(self.data, r), area_mask(self.data, r), r.ranges if r.area_label else None
-        known = (digest(masks[0]), digest(masks[1]) if masks[1] is not None else None)
+        people = digest(masks[0])
+        # an area with no filter and every category kept: the population is the area's records
+        whole_area = r.query.where is None and not key[3]
+        known = (people, None if masks[1] is None else people if whole_area else digest(masks[1]))
         if len(self._populations) > 50_000:
             self._populations.clear()
         self._populations[key] = known

@@ -370,6 +370,29 @@ def compile_filter(data: Prepared, node: _filter.Filter) -> Callable[[Any], np.n
     return function(_filter.fold(node, leaf, combine(True), combine(False)))
 
 
+#: compiled filters kept per data set, by their text (many queries share a filter, and the
+#: defence resolves each answered query again)
+_FILTERS: weakref.WeakKeyDictionary[Any, dict[str, tuple[_filter.Filter, Callable[[Any], np.ndarray], str]]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _compiled(data: Prepared, text: str) -> tuple[_filter.Filter, Callable[[Any], np.ndarray], str]:
+    """A filter parsed, compiled (:func:`compile_filter`) and in canonical text, kept."""
+    kept = _FILTERS.setdefault(data, {})
+    hit = kept.get(text)
+    if hit is not None:
+        return hit
+    try:
+        node = _filter.parse(text)
+    except RecursionError:  # pragma: no cover - the depth limit comes first
+        raise InputError("filter: brackets nest too deeply") from None
+    out = (node, compile_filter(data, node), node.to_text())
+    if len(kept) >= _RESOLVED_MAX:
+        kept.clear()
+    kept[text] = out
+    return out
+
+
 def _depth(text: str) -> int:
     """The deepest nesting of brackets in a filter (outside quoted strings): the parser recurses
     once per level, so the depth is limited before it runs."""
@@ -418,12 +441,7 @@ def resolve(query: Query, data: Prepared, limits: Any) -> Resolved:
         depth = _depth(query.where)
         if depth > limits.max_filter_depth:
             raise InputError(f"filter: brackets nest at most {limits.max_filter_depth} deep; got {depth}")
-        try:
-            node = _filter.parse(query.where)
-        except RecursionError:  # pragma: no cover - the depth limit comes first
-            raise InputError("filter: brackets nest too deeply") from None
-        mask = compile_filter(data, node)
-        where = node.to_text()
+        node, mask, where = _compiled(data, query.where)
     if query.measure not in MEASURES:
         raise InputError(f"'measure' must be one of {', '.join(MEASURES)}; got {query.measure!r}")
     numeric = None

@@ -26,6 +26,7 @@ import datetime as _dt
 import hashlib
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -200,9 +201,12 @@ class Defence:
             self.last = int(seq)
 
     # ------------------------------------------------------------------ the check
-    def admit(self, key_id: str | None, query: dict[str, Any]) -> Refused | None:
+    def admit(self, key_id: str | None, query: dict[str, Any],
+              then: Callable[[Any, Refused | None], None] | None = None) -> Refused | None:
         """None when the table may be published to ``key_id``; else why not (module docstring).
-        ``query`` is the canonical query of an answered table."""
+        ``query`` is the canonical query of an answered table. ``then(db, refused)`` is called
+        inside the write transaction when one is needed (the audit row joins it: one commit per
+        query); the caller knows it ran when it did."""
         if not self.budget_on:
             return None
         import json
@@ -227,24 +231,32 @@ class Defence:
                 # so no write transaction (its lock is what processes queue for)
                 return None
             with self.store._tx() as db:
-                refused = self._budget(db, key_id, known[0])
-                if refused is not None or not fresh:
-                    return refused
-                self._sync(db)
-                if self._knows(known):  # another process recorded it meanwhile
-                    return None
-                if masks is None:
-                    masks = self._masks(query)
-                refused = self._apply(masks, check=True, known=known)
-                if refused is not None:
-                    db.execute("DELETE FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
-                               (key_id or "", _day(time.time()), known[0]))
-                    return refused
-                cur = db.execute("INSERT INTO populations(at, key_id, digest, query, data) VALUES (?, ?, ?, ?, ?)",
-                                 (_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), key_id, known[0],
-                                  text, self.data_id))
-                self.last = int(cur.lastrowid or self.last)
-                return None
+                refused = self._check(db, key_id, query, text, known, masks, fresh)
+                if then is not None:
+                    then(db, refused)
+                return refused
+
+    def _check(self, db: Any, key_id: str | None, query: dict[str, Any], text: str, known: tuple[str, str | None],
+               masks: Any, fresh: bool) -> Refused | None:
+        """The budget and the record, inside the write transaction ``db`` (:meth:`admit`)."""
+        refused = self._budget(db, key_id, known[0])
+        if refused is not None or not fresh:
+            return refused
+        self._sync(db)
+        if self._knows(known):  # another process recorded it meanwhile
+            return None
+        if masks is None:
+            masks = self._masks(query)
+        refused = self._apply(masks, check=True, known=known)
+        if refused is not None:
+            db.execute("DELETE FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
+                       (key_id or "", _day(time.time()), known[0]))
+            return refused
+        cur = db.execute("INSERT INTO populations(at, key_id, digest, query, data) VALUES (?, ?, ?, ?, ?)",
+                         (_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), key_id, known[0],
+                          text, self.data_id))
+        self.last = int(cur.lastrowid or self.last)
+        return None
 
     def would_admit(self, query: dict[str, Any]) -> bool:
         """Whether the record (as this process knows it) admits ``query``'s population: for

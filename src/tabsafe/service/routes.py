@@ -73,14 +73,24 @@ async def table(request: Request, body: TableRequest, key: QueryKeyDep, builder:
         else:  # an engine's query waits on the engine: other requests go on meanwhile
             answer = await run_in_threadpool(compute, builder, raw, format)
         answers.put(cache_key, answer)
+    audited = False
     if answer.status == 200:
+        shared = answer
+
+        def audit_in(db: Any, refused: Refused | None) -> None:
+            # the audit row in the defence's write transaction: one commit for both
+            nonlocal audited
+            store.audit(key=key, endpoint=TABLES, db=db, **_audit_fields(shared, refused))
+            audited = True
+
         # answers are shared by every key; whether this key may have this one now is decided
         # each time, against every population answered so far (tabsafe.service.defence)
-        refused = defence.admit(key.id if key is not None else None, answer.query)
+        refused = defence.admit(key.id if key is not None else None, answer.query, audit_in)
         if refused is not None:
             answer = defended(builder, defence, answer, refused)
-    store.audit(key=key, endpoint=TABLES, query=answer.query, status=answer.status, outcome=answer.outcome,
-                cells=answer.cells, rules=answer.rules, reason=answer.reason)
+    if not audited:
+        store.audit(key=key, endpoint=TABLES, query=answer.query, status=answer.status, outcome=answer.outcome,
+                    cells=answer.cells, rules=answer.rules, reason=answer.reason)
     return Response(answer.body, status_code=answer.status, media_type=answer.media_type, headers=answer.headers)
 
 
@@ -93,11 +103,25 @@ def defended(builder: Builder, defence: Defence, answer: Answer, refused: Refuse
         # refused carriers would otherwise each buy a long one)
         suggestion, _ = builder.suggest(Query.from_json(answer.query), tries=DIFFERENCING_TRIES,
                                         accept=lambda q: defence.would_admit(q.to_json()))
-    check = {"rule": refused.rule, "passed": False, "message": refused.message}
+    check = _defence_check(refused)
     body = _error_body("refused", f"rule {refused.rule!r}: {refused.message}", rule=refused.rule,
                        violations=[check], **_suggestion(suggestion))
     return Answer(409, body, "application/json", {}, "refused", answer.cells, [*(answer.rules or []), check],
                   refused.rule, answer.query)
+
+
+def _defence_check(refused: Refused) -> dict[str, Any]:
+    return {"rule": refused.rule, "passed": False, "message": refused.message}
+
+
+def _audit_fields(answer: Answer, refused: Refused | None) -> dict[str, Any]:
+    """What the audit log records of an answer let out, or refused by the defence (as
+    :func:`defended` answers it)."""
+    if refused is None:
+        return {"query": answer.query, "status": answer.status, "outcome": answer.outcome, "cells": answer.cells,
+                "rules": answer.rules, "reason": answer.reason}
+    return {"query": answer.query, "status": 409, "outcome": "refused", "cells": answer.cells,
+            "rules": [*(answer.rules or []), _defence_check(refused)], "reason": refused.rule}
 
 
 def _error_body(kind: str, message: str, **extra: Any) -> bytes:

@@ -328,9 +328,18 @@ class Store:
 
     def audit(self, *, key: Key | None, endpoint: str, query: Any, status: int, outcome: str,
               cells: int | None = None, rules: Sequence[dict[str, Any]] | None = None,
-              reason: str | None = None) -> int:
+              reason: str | None = None, db: sqlite3.Connection | None = None) -> int:
         """Append one row (keyed chain and head, module docstring); returns its sequence number.
-        A query's rate and quota were counted when it was let in (:meth:`reserve`)."""
+        A query's rate and quota were counted when it was let in (:meth:`reserve`). ``db``: a
+        connection of this store inside a write transaction the row joins (one commit per query,
+        :meth:`tabsafe.service.defence.Defence.admit`); else the row is its own transaction."""
+        if db is None:
+            with self._tx() as tx:
+                return self._append(tx, key, endpoint, query, status, outcome, cells, rules, reason)
+        return self._append(db, key, endpoint, query, status, outcome, cells, rules, reason)
+
+    def _append(self, db: sqlite3.Connection, key: Key | None, endpoint: str, query: Any, status: int, outcome: str,
+                cells: int | None, rules: Sequence[dict[str, Any]] | None, reason: str | None) -> int:
         ts, at = _now()
         q = query if isinstance(query, str) or query is None else json.dumps(query, sort_keys=True)
         if q is not None and len(q) > 20_000:
@@ -338,18 +347,17 @@ class Store:
         r = json.dumps(list(rules)) if rules is not None else None
         values = [at, key.id if key else None, key.user if key else None, endpoint, q, status, outcome, cells, r,
                   reason]
-        with self._tx() as db:
-            last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
-            prev = last[1] if last else "0" * 64
-            seq = (int(last[0]) if last else 0) + 1
-            digest = self._row_mac(prev, seq, ts, values)
-            db.execute(
-                "INSERT INTO audit(seq, ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, reason, "
-                "prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq, ts, *values, prev, digest))
-            db.execute("INSERT INTO audit_head(id, seq, hash, mac) VALUES (1, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
-                       "SET seq = excluded.seq, hash = excluded.hash, mac = excluded.mac",
-                       (seq, digest, self._mac(f"head:{seq}:{digest}")))
-            return seq
+        last = db.execute("SELECT seq, hash FROM audit ORDER BY seq DESC LIMIT 1").fetchone()
+        prev = last[1] if last else "0" * 64
+        seq = (int(last[0]) if last else 0) + 1
+        digest = self._row_mac(prev, seq, ts, values)
+        db.execute(
+            "INSERT INTO audit(seq, ts, at, key_id, user, endpoint, query, status, outcome, cells, rules, reason, "
+            "prev, hash) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", (seq, ts, *values, prev, digest))
+        db.execute("INSERT INTO audit_head(id, seq, hash, mac) VALUES (1, ?, ?, ?) ON CONFLICT(id) DO UPDATE "
+                   "SET seq = excluded.seq, hash = excluded.hash, mac = excluded.mac",
+                   (seq, digest, self._mac(f"head:{seq}:{digest}")))
+        return seq
 
     def audit_rows(self) -> Iterator[dict[str, Any]]:
         cur = self._db().execute(f"SELECT {', '.join(AUDIT_COLUMNS)} FROM audit ORDER BY seq")

@@ -224,7 +224,8 @@ class Record:
             kept = []
             for mi, m in enumerate(family):
                 d = digests[fi][mi] if digests is not None else digest(m)
-                if d not in self.known and d not in seen and m.any():
+                empty = not (m.any() if spans is None else any(m[a:b].any() for a, b in spans))
+                if d not in self.known and d not in seen and not empty:
                     seen.add(d)
                     kept.append((m, d))
             if kept:
@@ -281,7 +282,8 @@ class Record:
                 row = np.zeros(n_regions + n_new, dtype=np.int64)
                 row[new_id[digit == i + 1]] = 1
                 rows.append(row)
-                row_sizes.append(int(np.count_nonzero(m)))
+                # one population: its records are the inside ones, counted already
+                row_sizes.append(int(inside.size) if width == 2 else int(np.count_nonzero(m)))
                 digests.append(d)
             place *= r
         split = Split(new_id[inverse].astype(np.int32), inside, sources, sizes, rows, row_sizes, digests)

@@ -122,6 +122,15 @@ def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_pat
     assert Defence(settings, data, Store(settings.store_path)).admit("c", pair[1]).rule == "differencing"
     # asking again what was answered is no new population: admitted, and within the budget
     assert second.admit("b", pair[0]) is None
+    # what the second replayed from the store is the first's population, records for records
+    # (its digest is taken from the stored row, not recomputed)
+    from tabsafe.service.defence import area_mask, population_mask
+    from tabsafe.service.population import digest
+    from tabsafe.service.query import Query, resolve
+
+    r = resolve(Query.from_json(pair[0]), data, settings.limits)
+    assert digest(population_mask(data, r)) in second.people.known
+    assert digest(area_mask(data, r)) in second.areas.known
 
 
 def test_a_key_is_answered_its_budget_of_distinct_populations(small_census, tmp_path):

@@ -3,7 +3,8 @@ magnitude sums per cell, margins and subtotals added up (:mod:`tabsafe.service.p
 
 The records selected by a query are counted into its inner categories with ``numpy.bincount``;
 whole-population tables are sums over kept cubes (counted once per data set, memory-mapped,
-shared by every server process). :class:`Counting` is the part of the builder that reads records;
+shared by every server process), and so are the contributions the magnitude rules read (the two
+largest and the exact total per cell, :mod:`tabsafe.service.magnitudes`). :class:`Counting` is the part of the builder that reads records;
 it publishes nothing.
 """
 

@@ -139,16 +139,17 @@ class Defence:
         r = resolve(Query.from_json(query), self.data, self.limits)
         return population_mask(self.data, r), area_mask(self.data, r), r.ranges if r.area_label else None
 
-    def _identify(self, query: dict[str, Any]) -> tuple[tuple[str, str | None], Any]:
+    def _identify(self, query: dict[str, Any], people: str | None = None) -> tuple[tuple[str, str | None], Any]:
         """The digests of a query's population and area, and their masks when they had to be
-        computed (None when the population's key was seen before: :func:`population_key`)."""
+        computed (None when the population's key was seen before: :func:`population_key`);
+        ``people``: the population's digest when known (a recorded row's)."""
         r = resolve(Query.from_json(query), self.data, self.limits)
         key = population_key(r)
         known = self._populations.get(key)
         if known is not None:
             return known, None
         masks = population_mask(self.data, r), area_mask(self.data, r), r.ranges if r.area_label else None
-        people = digest(masks[0])
+        people = people or digest(masks[0])
         # an area with no filter and every category kept: the population is the area's records
         whole_area = r.query.where is None and not key[3]
         known = (people, None if masks[1] is None else people if whole_area else digest(masks[1]))
@@ -188,13 +189,13 @@ class Defence:
     def _sync(self, db: Any) -> None:
         """Replay the populations other processes recorded since this one last looked."""
         # populations answered from other records (prepared again since) say nothing of these
-        rows = db.execute("SELECT seq, query, data FROM populations WHERE seq > ? ORDER BY seq",
+        rows = db.execute("SELECT seq, query, data, digest FROM populations WHERE seq > ? ORDER BY seq",
                           (self.last,)).fetchall()
         import json
 
-        for seq, text, data_id in rows:
+        for seq, text, data_id, pop in rows:
             if data_id == self.data_id:
-                known, masks = self._identify(json.loads(text))
+                known, masks = self._identify(json.loads(text), pop)
                 if not self._knows(known):  # a population this process has not recorded yet
                     self._apply(masks if masks is not None else self._masks(json.loads(text)), check=False,
                                 known=known)

@@ -16,7 +16,8 @@ therefore published only when
   largest (the second largest contributor cannot estimate the largest within ``p`` %).
 
 Otherwise both are null; the count is published as usual. Contributions are taken as absolute
-values (a magnitude such as income is non-negative; a negative one counts by its size).
+values (a magnitude such as income is non-negative; a negative one counts by its size), in the
+prepared fixed point, so that totals are exact and a kept cube gives the same as the records.
 """
 
 from __future__ import annotations

@@ -241,7 +241,9 @@ class Record:
             mask = fresh[0][0][0]
             inside = np.flatnonzero(mask) if spans is None else np.concatenate(
                 [s + np.flatnonzero(mask[s:e]) for s, e in spans] or [np.zeros(0, np.int64)])
-            combo = self.labels[inside].astype(np.int64) * 2 + 1
+            combo = self.labels[inside].astype(np.int64)
+            combo *= 2  # in place: an area's population is small, a filter's may be most records
+            combo += 1
         else:
             # each record's membership, one digit per family (0: in none of its populations)
             sig = np.zeros(self.labels.size, dtype=np.int64)
@@ -252,12 +254,11 @@ class Record:
                 place *= r
             inside = np.flatnonzero(sig)
             combo = self.labels[inside].astype(np.int64) * width + sig[inside]
-        if n_regions * width <= 1 << 22:
+        dense = n_regions * width <= 1 << 22
+        if dense:
             counts_all = np.bincount(combo, minlength=n_regions * width)
             keys = np.flatnonzero(counts_all)
-            lut = np.zeros(counts_all.size, dtype=np.int64)
-            lut[keys] = np.arange(keys.size)
-            inverse, counts = lut[combo], counts_all[keys]
+            counts = counts_all[keys]
         else:
             keys, inverse, counts = np.unique(combo, return_inverse=True, return_counts=True)
         region, member = keys // width, keys % width
@@ -286,8 +287,13 @@ class Record:
                 row_sizes.append(int(inside.size) if width == 2 else int(np.count_nonzero(m)))
                 digests.append(d)
             place *= r
-        split = Split(new_id[inverse].astype(np.int32), inside, sources, sizes, rows, row_sizes, digests)
-        return split
+        if dense:  # each record's new region straight from its combination (one pass)
+            by_combo = np.zeros(n_regions * width, dtype=np.int32)
+            by_combo[keys] = new_id
+            new_labels = by_combo[combo]
+        else:
+            new_labels = new_id[inverse].astype(np.int32)
+        return Split(new_labels, inside, sources, sizes, rows, row_sizes, digests)
 
     # ------------------------------------------------------------------ the rule
     def _isolated(self, basis: Basis, sizes: np.ndarray) -> bool:

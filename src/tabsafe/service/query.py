@@ -317,6 +317,24 @@ class _Lut:
 _Part = Any  # _Lut, or a function of a selection of records -> boolean mask
 
 
+def _lookup(lut: np.ndarray, codes: np.ndarray) -> Callable[[Any], np.ndarray]:
+    """``lut[codes[sel]]`` as a function of a selection; a table true on one run of codes (an
+    ordering such as ``age_year >= 40``) is compared instead, with no gather per record."""
+    true = np.flatnonzero(lut)
+    if true.size and int(true[-1]) - int(true[0]) + 1 == true.size:
+        lo, hi = int(true[0]), int(true[-1])
+        if lo == 0:
+            return lambda sel: codes[sel] <= hi
+        if hi == lut.size - 1:
+            return lambda sel: codes[sel] >= lo
+
+        def between(sel: Any) -> np.ndarray:
+            c = codes[sel]
+            return (c >= lo) & (c <= hi)
+        return between
+    return lambda sel: np.take(lut, codes[sel])
+
+
 def compile_filter(data: Prepared, node: _filter.Filter) -> Callable[[Any], np.ndarray]:
     """The filter as a function of a selection of records (a slice or an index array) → boolean
     mask of the records where it is true, compiled by :func:`tabsafe.model.filter.fold` (the
@@ -339,8 +357,7 @@ def compile_filter(data: Prepared, node: _filter.Filter) -> Callable[[Any], np.n
 
     def function(part: _Part) -> Callable[[Any], np.ndarray]:
         if isinstance(part, _Lut):
-            lut, codes = part.lut, data.codes[part.variable]
-            return lambda sel: lut[codes[sel]]
+            return _lookup(part.lut, data.codes[part.variable])
         return part  # type: ignore[no-any-return]
 
     def combine(both: bool) -> Callable[[list[_Part]], _Part]:

@@ -56,15 +56,36 @@ def _library(register: Path, controls: Controls | None = None):
 
 def test_the_release_is_the_library_pattern_with_published_totals_only(register: Path, run: Path) -> None:
     release = pd.read_csv(run / "release.csv", dtype={"activity": str, "size": str})
-    assert list(release.columns) == ["activity", "size", "count", "sum_turnover", "status"]
+    # the value column is the magnitude's: no ``count`` beside it (which would read as a number of
+    # contributors equal to the turnover)
+    assert list(release.columns) == ["activity", "size", "sum_turnover", "status"]
     c, res = _library(register)
     assert len(release) == c.n_cells == 41 * 5
     hidden = release["status"].to_numpy() == "suppressed"
     assert np.array_equal(hidden, res.suppressed)
     assert res.reason[hidden].tolist().count("primary") > 3  # the rules flagged cells, all hidden
-    assert release.loc[hidden, "sum_turnover"].isna().all() and release.loc[hidden, "count"].isna().all()
+    assert release.loc[hidden, "sum_turnover"].isna().all()
     shown = ~hidden
     assert np.allclose(release.loc[shown, "sum_turnover"], c.value[shown])
+
+
+def test_the_frequency_asked_for_is_the_real_number_of_contributors_hidden_alike(register: Path,
+                                                                                 tmp_path: Path) -> None:
+    assert _protect(register, tmp_path / "r.csv", "--frequency") == 0
+    release = pd.read_csv(tmp_path / "r.csv", dtype={"activity": str, "size": str})
+    assert list(release.columns) == ["activity", "size", "sum_turnover", "contributors", "status"]
+    c, res = _library(register)
+    hidden = release["status"].to_numpy() == "suppressed"
+    assert np.array_equal(hidden, res.suppressed)  # the same pattern as without the frequency
+    assert release.loc[hidden, "contributors"].isna().all() and release.loc[hidden, "sum_turnover"].isna().all()
+    shown = ~hidden
+    assert np.array_equal(release.loc[shown, "contributors"].to_numpy(), c.contributors[shown])
+    assert (c.contributors[shown] > 1).any() and not np.allclose(c.contributors[shown], c.value[shown])
+    # the CSV-W and SDMX forms publish the totals as the observation value
+    assert _protect(register, tmp_path / "r.sdmx.csv", "--format", "sdmx-csv") == 0
+    sdmx = pd.read_csv(tmp_path / "r.sdmx.csv", dtype={"activity": str, "size": str})
+    assert np.allclose(sdmx["OBS_VALUE"].to_numpy()[shown], c.value[shown])
+    assert sdmx["OBS_VALUE"][hidden].isna().all()
 
 
 def test_private_files_hold_the_reasons_and_are_0600(run: Path) -> None:

@@ -38,7 +38,7 @@ def test_a_dominated_cell_is_primary_and_protected(table) -> None:
     xp = _cell(table, a="x", b="p")
     assert res.reason[xp] == "primary"
     assert res.suppressed.sum() >= 4 and res.audit.passed
-    assert np.isnan(res.protection.release.table.column("count")[xp])
+    assert np.isnan(res.protection.release.table.column("sum_v")[xp])
 
 
 def test_protected_cells_are_never_hidden(table) -> None:

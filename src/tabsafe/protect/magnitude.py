@@ -42,7 +42,7 @@ from tabsafe.model.contributions import Contributions
 from tabsafe.model.spec import ContributorSpec
 from tabsafe.params import Bool, Choice, File, Int, Optional, Real, Text, TextList, parameter
 from tabsafe.model.result import Protection, Release, Report
-from tabsafe.model.table import Table
+from tabsafe.model.table import VALUE_COLUMN, Table
 from tabsafe.protect.suppression.elimination import support_basis
 from tabsafe.protect.suppression.problem import (
     DEFAULT_WORK_LIMIT,
@@ -72,6 +72,8 @@ __all__ = ["COSTS", "STATUSES", "Controls", "MagnitudeResult", "MagnitudeSetting
 COSTS = ("value", "frequency", "unity", "variable")
 #: a-priori statuses
 STATUSES = ("safe", "unsafe", "protected", "suppressed")
+#: the release column of the contributors' numbers (when published)
+FREQUENCY = "contributors"
 #: repair rounds of the contributor audit before giving up
 MAX_ROUNDS = 200
 
@@ -93,6 +95,8 @@ class MagnitudeSettings:
         coalitions: also audit the two largest contributors of each primary cell together.
         work_limit: the optimal mode's budget of audit-and-cut rounds (machine-independent).
         time_limit: seconds, an outer guard on the optimal mode (None: none).
+        frequency: also publish each cell's number of contributors (column ``contributors``),
+            hidden where the total is.
     """
 
     mode: Mode = Mode.FAST
@@ -103,6 +107,7 @@ class MagnitudeSettings:
     coalitions: bool = True
     work_limit: int = DEFAULT_WORK_LIMIT
     time_limit: float | None = None
+    frequency: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Mode(self.mode))
@@ -344,9 +349,13 @@ def _protection(c: Contributions, table: Table, reason: np.ndarray, upper: np.nd
     published = np.where(hidden, np.nan, c.value)
     status = np.where(hidden, "suppressed", "published").astype(object)
     col = f"sum_{c.variable}"
-    # ``count`` is a release's main published column: here the magnitude (contributor counts are
-    # not published: a count derivable for a suppressed cell would tell it is a singleton)
-    release = Table(table.dimensions, table.ids, {"count": published, col: published, "status": status})
+    # the release's value column is the magnitude's (no ``count`` beside it, which would read as a
+    # number of contributors); contributor counts only when asked for, hidden with the totals
+    columns = {col: published}
+    if settings.frequency:
+        columns[FREQUENCY] = np.where(hidden, np.nan, c.contributors.astype(np.float64))
+    columns["status"] = status
+    release = Table(table.dimensions, table.ids, columns, {VALUE_COLUMN: col})
     evaluation = Table(table.dimensions, table.ids, {
         "count": c.value, "original": c.value, "contributors": c.contributors, "reason": reason.astype(object),
         "upper_level": upper, "lower_level": lower,
@@ -354,7 +363,9 @@ def _protection(c: Contributions, table: Table, reason: np.ndarray, upper: np.nd
     params = {"rules": rules.params(), "mode": settings.mode.value, "cost": settings.cost, "lam": settings.lam,
               "manual_ratio": settings.manual_ratio, "intruders": settings.intruders,
               "coalitions": settings.coalitions}
-    notes = ("the release shows which cells are suppressed, not why; contributor counts are not published",
+    counted = ("contributor counts are published beside the totals, hidden where they are" if settings.frequency
+               else "contributor counts are not published")
+    notes = (f"the release shows which cells are suppressed, not why; {counted}",
              "audited from the public's and from contributors' point of view (their own contributions known)")
     report = Report(method="magnitude-suppress", params=params, figures=figures, private=private, notes=notes)
     return Protection(release=Release(release), evaluation=evaluation, report=report)
@@ -431,9 +442,9 @@ class MagnitudeSuppression(TableMethod):
     Hundepool et al., ch. 4). Primary cells by the magnitude rules (:mod:`tabsafe.risk.dominance`),
     a-priori statuses, protection levels and costs from a file, secondary suppression (fast or
     optimal) and the contributor audit with its repair (:func:`protect_magnitudes`). The release
-    holds the published totals (``count`` and ``sum_<magnitude>``: missing where suppressed) and
-    ``status``; which cells are primary, the contributions, their numbers and the protection
-    levels are evaluation values only.
+    holds the published totals (``sum_<magnitude>``, its value column: missing where suppressed),
+    ``status`` and, when asked for, the contributors' numbers hidden alike; which cells are
+    primary, the contributions and the protection levels are evaluation values only.
 
     Attributes:
         magnitude: the response variable whose totals are published (e.g. turnover).
@@ -464,6 +475,8 @@ class MagnitudeSuppression(TableMethod):
         work_limit: the optimal mode's budget of audit-and-cut rounds (the same on any machine).
         time_limit: seconds, an outer guard on the optimal mode (its pattern then depends on the
             machine's speed; the report says so).
+        frequency: also publish each cell's number of contributors (column contributors), hidden
+            with the totals.
     """
 
     name: ClassVar[str] = "magnitude-suppress"
@@ -490,6 +503,7 @@ class MagnitudeSuppression(TableMethod):
     coalitions: bool = parameter(True, check=Bool())
     work_limit: int = parameter(DEFAULT_WORK_LIMIT, check=Int(min=1, max=10_000))
     time_limit: float | None = parameter(None, check=Optional(Real(min=0, min_open=True, max=86_400)))
+    frequency: bool = parameter(False, check=Bool())
 
     def validate(self) -> None:
         missing: dict[str, tuple[str, ...]] = {}
@@ -524,7 +538,7 @@ class MagnitudeSuppression(TableMethod):
         return MagnitudeSettings(
             mode=self.mode, cost=self.cost if self.cost in COST_FUNCTIONS else "variable", lam=self.lam,
             manual_ratio=self.manual_ratio, intruders=self.intruders, coalitions=self.coalitions,
-            work_limit=self.work_limit, time_limit=self.time_limit)
+            work_limit=self.work_limit, time_limit=self.time_limit, frequency=self.frequency)
 
     def needs(self) -> Needs:
         """Microdata with contributions: the magnitude, its contributors and the other columns
@@ -564,14 +578,14 @@ class MagnitudeSuppression(TableMethod):
         res = protect_magnitudes(c, self.rules, self.settings(), controls)
         rel, ev = res.protection.release.table, res.protection.evaluation
         cells = Table(table.dimensions, table.ids, {"count": c.value}, dict(table.meta), _checked=True)
-        release = {col: rel.column(col) for col in ("count", f"sum_{c.variable}", "status")}
+        release = {col: rel.column(col) for col in rel.value_columns}
         evaluation = {col: ev.column(col) for col in ("contributors", "reason", "upper_level", "lower_level")}
         figures = {k: res.figures[k] for k in ("suppressed", "contributor_audit_rounds") if k in res.figures}
         private = {**dict(res.protection.report.private), **{k: v for k, v in res.figures.items() if k not in figures}}
         notes = (*res.protection.report.notes,
-                 "the release is published at the magnitude's totals: count and sum_" + c.variable + " are the same")
+                 f"the release's value column is sum_{c.variable}, the magnitude's totals (no count)")
         return Outcome(cells=cells, release=release, evaluation=evaluation, figures=figures, private=private,
-                       notes=notes)
+                       notes=notes, value=rel.value_column)
 
     @classmethod
     def examples(cls) -> Examples:

@@ -178,7 +178,7 @@ def protect_release(
 
 
 def _check_consistent(cells: ReleaseCells, protections: Sequence[Protection], method: TableMethod) -> None:
-    values = [np.asarray(p.release.table.grid("count", fill=0), dtype=np.float64) for p in protections]
+    values = [np.asarray(p.release.table.grid(fill=0), dtype=np.float64) for p in protections]
     first = np.full(cells.n_cells, np.nan)
     owner = np.full(cells.n_cells, -1)
     for i, (v, rows) in enumerate(zip(values, cells.cells)):
@@ -203,7 +203,7 @@ def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) 
 
     if not isinstance(method, HidingMethod):
         raise TypeError(f"method {method.name!r} declares 'hides' but states no required protection (required())")
-    published = [np.asarray(p.release.table.column("count"), dtype=np.float64) for p in protections]
+    published = [np.asarray(p.release.table.counts, dtype=np.float64) for p in protections]
     hidden_min = method.reading().hidden_min
     lo, hi = published_bounds(cells, published, suppressed_min=1.0 if hidden_min is None else hidden_min)
     primary = np.zeros(cells.n_cells, dtype=bool)
@@ -299,7 +299,7 @@ def _with_intruders(result: ReleaseProtection, chain: Any) -> ReleaseProtection:
     share, beside one table alone and the method's stated differencing risk."""
     from tabsafe.release.perturbed_audit import audit_perturbed
 
-    published = [np.asarray(p.release.table.column("count"), dtype=np.float64) for p in result.protections]
+    published = [np.asarray(p.release.table.counts, dtype=np.float64) for p in result.protections]
     if any(np.isnan(v).any() for v in published) or len(published) < 2:
         return result  # hidden cells: the interval audit of release/audit.py applies
     cells = result.cells

@@ -591,7 +591,7 @@ class MagnitudeSuppression(TableMethod):
     def examples(cls) -> Examples:
         from tabsafe.synth_business import generate_business
 
-        data = generate_business(160, 5)
+        data = generate_business(160, 7)  # a seed whose 160 enterprises include holdings
         return Examples(
             data=data, by=("activity", "size"),
             typical=(

@@ -39,6 +39,7 @@ from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, MethodError, Reason, param, shown
 from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.contributions import Contributions
+from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.model.spec import ContributorSpec
 from tabsafe.params import Bool, Choice, File, Int, Optional, Real, Text, TextList, parameter
 from tabsafe.model.result import Protection, Release, Report
@@ -228,25 +229,36 @@ def _costs(c: Contributions, settings: MagnitudeSettings, controls: Controls) ->
     return cost + 1.0 / (c.n_cells + 1)  # the tie-break prefers fewer cells among equal costs
 
 
+def _scale(value: np.ndarray) -> float:
+    """Values are in units of a thousandth of the largest (the solver's tolerances are absolute;
+    see :func:`~tabsafe.risk.contributor_audit.contributor_audit`)."""
+    return max(1.0, float(np.abs(value).max(initial=0.0))) / 1000.0
+
+
 def _problem(c: Contributions, table: Table, primary: np.ndarray, forced: np.ndarray, upper: np.ndarray,
              lower: np.ndarray, cost: np.ndarray, settings: MagnitudeSettings) -> Problem:
     """The secondary suppression problem of the magnitude grid (module docstring, step 2)."""
     # every empty cell is published, so the additive tables an intruder cannot rule out are spanned
     # by the inner cells with contributors (``support_basis`` reads ``count``, the contributors)
-    # in units of a thousandth of the largest value (the solver's tolerances are absolute; see
-    # :func:`~tabsafe.risk.contributor_audit.contributor_audit`)
-    scale = max(1.0, float(np.abs(c.value).max(initial=0.0))) / 1000.0
+    scale = _scale(c.value)
     system = CellSystem(np.asarray(c.value, dtype=np.float64) / scale, sp.csr_matrix(table.additivity()),
                         np.asarray(table.leaf_mask), lambda _zeros: support_basis(table),
                         lambda i: cell_name(table, i), table)
+    return _on_system(system, scale, c.value, c.negative, primary, forced, upper, lower, cost, settings)
+
+
+def _on_system(system: CellSystem, scale: float, value: np.ndarray, negative: bool, primary: np.ndarray,
+               forced: np.ndarray, upper: np.ndarray, lower: np.ndarray, cost: np.ndarray,
+               settings: MagnitudeSettings) -> Problem:
+    """The problem on ``system`` (a table's or a release's cells, values divided by ``scale``)."""
     base = Settings(mode=settings.mode, zeros=ZeroPolicy.SAFE, protection_level=1.0,
                     work_limit=settings.work_limit, time_limit=settings.time_limit)
     problem = Problem.build(system, primary, base)
     # a primary cell with no level (a frequency rule at range 0) must still not be exact
-    floor = np.maximum(1e-3, 1e-6 * np.abs(c.value))
+    floor = np.maximum(1e-3, 1e-6 * np.abs(value))
     required = np.where(primary, np.maximum(upper + lower, floor), 0.0) / scale
-    bound = -math.inf if c.negative else 0.0
-    return replace(problem, forced=forced & ~primary, lower=np.full(c.n_cells, bound), required=required,
+    bound = -math.inf if negative else 0.0
+    return replace(problem, forced=forced & ~primary, lower=np.full(value.size, bound), required=required,
                    cost=np.where(problem.hidden, 0.0, cost))
 
 
@@ -343,7 +355,7 @@ def protect_magnitudes(c: Contributions, rules: DominanceRules, settings: Magnit
 
 def _protection(c: Contributions, table: Table, reason: np.ndarray, upper: np.ndarray, lower: np.ndarray,
                 rules: DominanceRules, settings: MagnitudeSettings, figures: dict[str, Any],
-                private: dict[str, Any]) -> Protection:
+                private: dict[str, Any], meta: Mapping[str, Any] | None = None) -> Protection:
     """The release (published values, ``status``), the evaluation table and the report."""
     hidden = reason != "published"
     published = np.where(hidden, np.nan, c.value)
@@ -355,11 +367,11 @@ def _protection(c: Contributions, table: Table, reason: np.ndarray, upper: np.nd
     if settings.frequency:
         columns[FREQUENCY] = np.where(hidden, np.nan, c.contributors.astype(np.float64))
     columns["status"] = status
-    release = Table(table.dimensions, table.ids, columns, {VALUE_COLUMN: col})
+    release = Table(table.dimensions, table.ids, columns, {**dict(meta or {}), VALUE_COLUMN: col})
     evaluation = Table(table.dimensions, table.ids, {
         "count": c.value, "original": c.value, "contributors": c.contributors, "reason": reason.astype(object),
         "upper_level": upper, "lower_level": lower,
-    })
+    }, dict(meta or {}))
     params = {"rules": rules.params(), "mode": settings.mode.value, "cost": settings.cost, "lam": settings.lam,
               "manual_ratio": settings.manual_ratio, "intruders": settings.intruders,
               "coalitions": settings.coalitions}
@@ -369,6 +381,59 @@ def _protection(c: Contributions, table: Table, reason: np.ndarray, upper: np.nd
              "audited from the public's and from contributors' point of view (their own contributions known)")
     report = Report(method="magnitude-suppress", params=params, figures=figures, private=private, notes=notes)
     return Protection(release=Release(release), evaluation=evaluation, report=report)
+
+
+# ------------------------------------------------------------------ releases
+
+
+def protect_magnitude_release(cells: ReleaseCells, rules: DominanceRules,
+                              settings: MagnitudeSettings | None = None) -> tuple[np.ndarray, ...]:
+    """Suppress the magnitude tables of a release together: the rules in each table (a cell
+    primary in one table is primary in all: its contributions are the same), secondary
+    suppression over the union of the tables' cells and relations, and the contributor audit
+    over the release (an insider combines every table). Returns, per release cell, the reason,
+    the upper and lower protection levels, and the audit's figures (a dict, last)."""
+    from tabsafe.model.contributions import gather_cells
+    from tabsafe.protect.suppression.linked import joint_basis
+
+    settings = MagnitudeSettings() if settings is None else settings
+    n = cells.n_cells
+    primary, forced, hidden_first = (np.zeros(n, dtype=bool) for _ in range(3))
+    upper, lower, cost = np.zeros(n), np.zeros(n), np.zeros(n)
+    tables = [_contributions_of(t) for t in cells.tables]
+    for c, rows in zip(tables, cells.cells):
+        p, f, h, up, lo = _statuses(c, assess_dominance(c, rules), Controls(), settings)
+        primary[rows] |= p
+        forced[rows] |= f
+        hidden_first[rows] |= h
+        upper[rows] = np.maximum(upper[rows], up)
+        lower[rows] = np.maximum(lower[rows], lo)
+        cost[rows] = _costs(c, settings, Controls())
+    merged = gather_cells(list(zip(tables, cells.cells)), n)
+    scale = _scale(merged.value)
+    system = CellSystem(merged.value / scale, sp.csr_matrix(cells.relations), np.asarray(cells.leaf),
+                        lambda _zeros: joint_basis([support_basis(t) for t in cells.tables], cells.cells, n),
+                        cells.name)
+    problem = _on_system(system, scale, merged.value, merged.negative, primary, forced & ~primary, upper, lower,
+                         cost, settings)
+    first = suppress_problem(problem)
+    pattern, audit, rounds = _audit_loop(problem, first.suppressed | hidden_first, merged.at_holdings(), upper,
+                                         lower, settings)
+    reason = np.full(n, "published", dtype=object)
+    reason[pattern] = "secondary"
+    reason[primary] = "primary"
+    figures = {**dict(first.figures), **audit.figures(), "contributor_audit_rounds": rounds,
+               "suppressed": int(pattern.sum())}
+    return reason, upper, lower, figures
+
+
+def _contributions_of(table: Table) -> Contributions:
+    from tabsafe.model.contributions import ContributionTable
+
+    if not isinstance(table, ContributionTable):
+        raise InputError(f"method {MagnitudeSuppression.name!r} protects magnitude tables tabulated from microdata "
+                         "with one record per contribution; this release gives a table of counts")
+    return table.contributions
 
 
 # ------------------------------------------------------------------ a-priori files
@@ -480,9 +545,10 @@ class MagnitudeSuppression(TableMethod):
     """
 
     name: ClassVar[str] = "magnitude-suppress"
-    #: deterministic; hides cells; publishes magnitudes; the other cells unchanged; whole grid
+    #: deterministic; hides cells; publishes magnitudes; the other cells unchanged; whole grid;
+    #: the tables of a release jointly (:meth:`protect_release`)
     declared: ClassVar[Capabilities] = Capabilities(hides=True, magnitudes=True, publishes_unchanged=True,
-                                                    needs_grid=True)
+                                                    needs_grid=True, joint=True)
 
     magnitude: str = parameter(check=Text(metavar="VAR"))
     contributor: str | None = parameter(None, check=Optional(Text(metavar="COLUMN")))
@@ -556,6 +622,26 @@ class MagnitudeSuppression(TableMethod):
         """The least width of a hidden primary cell's interval that the value alone states; the
         levels themselves come from the contributions (:func:`protect_magnitudes`)."""
         return np.maximum(1e-3, 1e-6 * np.abs(np.nan_to_num(np.asarray(values, dtype=np.float64))))
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Suppress the magnitude tables of a release together (:func:`protect_magnitude_release`;
+        ``seed`` unused): a shared cell has one status, and insiders are audited over the release."""
+        if self.apriori:
+            raise InputError(f"{param('apriori')} names the cells of one table: a release of magnitude tables takes "
+                             "no a-priori file")
+        settings = self.settings()
+        reason, upper, lower, figures = protect_magnitude_release(cells, self.rules, settings)
+        private = {"primary": int((reason == "primary").sum()), "secondary": int((reason == "secondary").sum())}
+        report = Report(method=self.name, params=self.params(), private=private, notes=(
+            "a release of magnitude tables suppressed jointly: a cell the tables share has one status",),
+            figures={"suppressed": figures["suppressed"], "tables": len(cells.tables),
+                     "shared_cells": int((cells.shared() > 1).sum())})
+        out = []
+        for t, rows in zip(cells.tables, cells.cells):
+            c = _contributions_of(t)
+            p = _protection(c, t, reason[rows], upper[rows], lower[rows], self.rules, settings, {}, {}, t.meta)
+            out.append(replace(p, report=report))
+        return tuple(out), report
 
     def memory_estimate(self, table: Table) -> int:
         """The grid's arrays, its relations and the contributions (a few arrays per entry)."""

@@ -90,9 +90,11 @@ class ReleaseProtection:
 
 
 def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine: Any = None,
-                     key: Any = None, sums: Sequence[str] = ()) -> list[Table]:
+                     key: Any = None, sums: Sequence[str] = (), contributors: Any = None) -> list[Table]:
     """Every table of the release, with every margin (one tabulation per table), by ``engine``
-    (a name or an engine object), else the release config's ``engine``, else DuckDB."""
+    (a name or an engine object), else the release config's ``engine``, else DuckDB;
+    ``contributors`` (a :class:`~tabsafe.model.spec.ContributorSpec`): magnitude tables that carry
+    their contributions."""
     from tabsafe.model.spec import TableSpec
     from tabsafe.registry import get_engine
     from tabsafe.tabulation import tabulate
@@ -102,7 +104,8 @@ def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine:
 
     out = []
     for t in spec.tables:
-        ts = TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where, key=key, sums=tuple(sums))
+        ts = TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where, key=key, sums=tuple(sums),
+                       contributors=contributors)
         out.append(tabulate(data, ts, engine=engine))
     return out
 
@@ -260,7 +263,8 @@ def protect_release_chain(
             out = m.perturb(records, seed=s)
             records = out.microdata
             reports.append(out.report)
-    tables = tabulate_release(spec, records, engine=engine, key=needs.key, sums=needs.sums)
+    tables = tabulate_release(spec, records, engine=engine, key=needs.key, sums=needs.sums,
+                              contributors=needs.contributors)
     finest = (lambda: _tabulate_finest(spec, tables, names, wheres, records, engine, needs))
     steps = chain.table_steps
     if not steps:

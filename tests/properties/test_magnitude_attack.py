@@ -249,6 +249,9 @@ def test_the_attack_catches_a_pattern_made_without_the_insiders() -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(os.environ.get("TABSAFE_LARGE") != "1", reason="the 10,000-enterprise attack: set TABSAFE_LARGE=1")
 def test_ten_thousand_enterprises_activity_region_size() -> None:
+    # measured once (2 shared cores, loaded): 248 primary and 1,009 suppressed of 2,665 cells in 2
+    # components; 146 intruders, 148 programs, 71,706 warm-started solves; the attack 427 CPU s,
+    # the whole test 464 CPU s (user + sys), 332 MB; no finding
     c = _register(10_000, 7, ("activity", "region", "size"))
     cpu = time.process_time()
     res = protect_magnitudes(c, RULES)

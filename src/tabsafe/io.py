@@ -348,7 +348,7 @@ def release_arrow(release: Release, *, zero_cells: str = "auto") -> pa.Table:
         raise TypeError("a release file is written from a Release")
     table = _with_zeros(release.table, zero_cells)
     if not table.is_dense:
-        counts = table.column("count")
+        counts = table.counts  # the main value column (a magnitude release: its totals)
         keep = np.isnan(counts) | (counts != 0) if counts.dtype.kind == "f" else counts != 0
         table = table.take(keep)
     return table.to_arrow()

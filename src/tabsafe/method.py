@@ -96,12 +96,14 @@ class Outcome:
     Attributes:
         cells: the table the columns are aligned with — the input table, or its dense form for
             methods that work on the whole grid.
-        release: the published value columns (``count`` required).
+        release: the published value columns (``value`` required).
         evaluation: values for evaluation only (statuses, keys, reasons); the original counts
             are added by the contract as ``original``.
         figures: numbers safe to publish.
         private: numbers that reveal original values (evaluation outputs only).
         notes: sentences for the report.
+        value: the release's main column: ``count``, or a magnitude's ``sum_<variable>`` when
+            the release publishes totals and no count (issue #29).
     """
 
     cells: Table
@@ -110,6 +112,7 @@ class Outcome:
     figures: Mapping[str, Any] = field(default_factory=dict)
     private: Mapping[str, Any] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    value: str = "count"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -273,7 +276,7 @@ class TableMethod(Method):
 
         ``seed`` is the run's seed (the one recorded); the noise comes from the stream of step
         ``step`` of that run (0: the method alone or first in a chain; :mod:`tabsafe.seeds`)."""
-        from tabsafe.model.table import Table
+        from tabsafe.model.table import VALUE_COLUMN, Table
 
         if not isinstance(table, Table):
             raise InputError(f"method {self.name!r} protects a Table; got {type(table).__name__}")
@@ -286,9 +289,10 @@ class TableMethod(Method):
         if not isinstance(out, Outcome):
             raise TypeError(f"method {self.name!r}: apply() must return an Outcome")
         cells = out.cells
-        if "count" not in out.release:
-            raise TypeError(f"method {self.name!r}: the release has no 'count'")
-        release = Table(cells.dimensions, cells.ids, dict(out.release), _meta(cells), _checked=True)
+        if out.value not in out.release:
+            raise TypeError(f"method {self.name!r}: the release has no {out.value!r}")
+        main = {} if out.value == "count" else {VALUE_COLUMN: out.value}
+        release = Table(cells.dimensions, cells.ids, dict(out.release), {**_meta(cells), **main}, _checked=True)
         evaluation = Table(
             cells.dimensions, cells.ids, {"count": cells.counts, "original": cells.counts, **out.evaluation},
             _meta(cells), _checked=True,

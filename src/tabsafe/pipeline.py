@@ -197,7 +197,7 @@ def _next_input(previous: Protection, table: Table) -> Table:
     import numpy as np
 
     rel = previous.release.table
-    counts = rel.column("count")
+    counts = rel.counts
     if counts.dtype.kind == "f":
         if np.isnan(counts).any():
             raise InputError("a suppressed table cannot be protected further: its hidden cells have no value")

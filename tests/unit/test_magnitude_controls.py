@@ -38,7 +38,7 @@ def test_a_dominated_cell_is_primary_and_protected(table) -> None:
     xp = _cell(table, a="x", b="p")
     assert res.reason[xp] == "primary"
     assert res.suppressed.sum() >= 4 and res.audit.passed
-    assert np.isnan(res.protection.release.table.column("count")[xp])
+    assert np.isnan(res.protection.release.table.column("sum_v")[xp])
 
 
 def test_protected_cells_are_never_hidden(table) -> None:
@@ -136,3 +136,30 @@ def test_synth_business_writes_a_register_that_reruns_from_its_seed(tmp_path) ->
     c = contributions(a, ["activity", "region", "size"], value="turnover", contributor="enterprise",
                       holding="holding", hierarchies=__import__("tabsafe.synth_business").synth_business.business_hierarchies())
     assert c.value[0] == pytest.approx(a["turnover"].sum())
+
+
+def test_the_business_register_looks_like_business_demography() -> None:
+    """``synth --business``: about 90 % micro enterprises, the large ones few, mostly in holdings and
+    making a large share of a heavy-tailed turnover; enterprises concentrated in a few activities
+    and regions, so that at 10,000 enterprises most inner cells with contributors have more than
+    five (issue #29)."""
+    from tabsafe.synth_business import generate_business
+
+    d = generate_business(10_000, 7)
+    share = d["size"].value_counts(normalize=True)
+    assert 0.87 < share["micro"] < 0.93 and 0.001 < share["large"] < 0.008
+    assert d.loc[d["size"] == "micro", "employees"].between(0, 9).all()
+    assert (d.loc[d["size"] == "large", "employees"] >= 250).all()
+    turnover = d.groupby("size")["turnover"].sum() / d["turnover"].sum()
+    assert turnover["large"] > 0.25 and turnover["micro"] < 0.3  # the few large make much of it
+    top = np.sort(d["turnover"].to_numpy())[::-1]
+    assert top[:100].sum() > 0.4 * top.sum()  # heavy tail: the top 1 % hold over 40 %
+    in_holding = (d["holding"] != "").groupby(d["size"]).mean()
+    assert in_holding["large"] > 0.4 and in_holding["micro"] < 0.03
+    assert d.loc[d["holding"] != ""].groupby("holding").size().between(2, 7).all()
+    activity = d["activity"].value_counts(normalize=True)
+    assert activity.iloc[:5].sum() > 0.4  # 5 of 24 activity groups hold over 40 %
+    cells = d.groupby(["activity", "region", "size"]).size()
+    assert (cells > 5).mean() > 0.5, cells.describe()
+    assert generate_business(500, 4).equals(generate_business(500, 4))
+    assert not generate_business(500, 4).equals(generate_business(500, 5))

@@ -242,7 +242,7 @@ def _checker(setting: Setting, release: Any, original: Any, report: Mapping[str,
              data: bytes, file_name: str) -> dict[str, Any]:
     """The output-checker summary of one release: what was applied, what it did to the cells,
     and the checksum of the file."""
-    counts = np.asarray(release.grid("count"), dtype=float)
+    counts = np.asarray(release.grid(), dtype=float)
     orig = np.asarray(original.grid("count"), dtype=float)
     suppressed = np.isnan(counts)
     perturbed = ~suppressed & (counts != orig)

@@ -54,7 +54,7 @@ def csvw_metadata(release: Release, report: Report | None, *, csv_name: str, col
             if f.name in _FLAGS:
                 col["datatype"] = {"base": "string", "format": "|".join(_FLAGS[f.name])}
                 col["dc:description"] = "; ".join(f"{k}: {v}" for k, v in _FLAGS[f.name].items())
-            if f.name == "count":
+            if f.name == table.value_column:
                 col["null"] = ""
                 col["dc:description"] = "published value; empty where the value is withheld"
         cols.append(col)

@@ -58,7 +58,7 @@ def sdmx_csv(release: Release, *, structure: str = "TABSAFE:TABLE(1.0)", decimal
         raise InputError("the SDMX structure must read AGENCY:ID(VERSION), e.g. ESTAT:CENSUS_HC(1.0)")
     table = release.table.densify()
     maps = _codes(release)
-    counts = np.asarray(table.column("count"), dtype=np.float64)
+    counts = np.asarray(table.counts, dtype=np.float64)  # the value column (a magnitude release: its totals)
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(["STRUCTURE", "STRUCTURE_ID", "ACTION", *(d.variable for d in table.dimensions),

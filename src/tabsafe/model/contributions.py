@@ -42,7 +42,7 @@ from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Dimension, Table
 
-__all__ = ["ContributionTable", "Contributions", "contributions", "merge_cells"]
+__all__ = ["ContributionTable", "Contributions", "contributions", "gather_cells", "merge_cells"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -173,6 +173,45 @@ def merge_cells(c: Contributions, groups: Sequence[Sequence[int]]) -> Contributi
 
     return Contributions(c.dimensions, summed(c.value), summed(c.shadow), summed(c.cost), ptr, unit, amount, weight,
                          published, requested, c.units, c.holding_of, c.holdings, c.weighted, c.variable)
+
+
+def gather_cells(parts: Sequence[tuple[Contributions, np.ndarray]], n_cells: int) -> Contributions:
+    """The contributions of a release's cells (``n_cells`` of them), each cell's taken from the
+    first table holding it: ``parts`` gives each table's contributions and the release cell of each
+    of its grid cells (:class:`~tabsafe.model.release_cells.ReleaseCells`). The tables must be of
+    the same contributors (tabulated from the same records). The result's ``dimensions`` are the
+    first table's, for reference only."""
+    first = parts[0][0]
+    for c, _ in parts[1:]:
+        if not (np.array_equal(c.units, first.units) and np.array_equal(c.holding_of, first.holding_of)):
+            raise InputError("the tables of a magnitude release must be tabulated from the same records (one data "
+                             "set, no table filter that leaves contributors out)")
+    owner = np.full(n_cells, -1, dtype=np.int64)
+    local = np.full(n_cells, -1, dtype=np.int64)
+    for i, (_, rows) in enumerate(parts):
+        fresh = owner[rows] < 0
+        owner[rows[fresh]] = i
+        local[rows[fresh]] = np.flatnonzero(fresh)
+    value, shadow, cost = np.zeros(n_cells), np.zeros(n_cells), np.zeros(n_cells)
+    cell_parts, entry_parts = [], []
+    for i, (c, _) in enumerate(parts):
+        cells = np.flatnonzero(owner == i)
+        mine = local[cells]
+        value[cells], shadow[cells], cost[cells] = c.value[mine], c.shadow[mine], c.cost[mine]
+        sizes = c.ptr[mine + 1] - c.ptr[mine]
+        offsets = np.repeat(c.ptr[mine] - (np.cumsum(sizes) - sizes), sizes)
+        entry_parts.append((i, offsets + np.arange(int(sizes.sum()))))
+        cell_parts.append(np.repeat(cells, sizes))
+    cell_of = np.concatenate(cell_parts) if cell_parts else np.zeros(0, dtype=np.int64)
+    order = np.argsort(cell_of, kind="stable")  # a cell's entries stay largest first
+
+    def gathered(name: str) -> np.ndarray:
+        return np.concatenate([getattr(parts[i][0], name)[e] for i, e in entry_parts])[order]
+
+    ptr = np.concatenate([[0], np.cumsum(np.bincount(cell_of, minlength=n_cells))]).astype(np.int64)
+    return Contributions(first.dimensions, value, shadow, cost, ptr, gathered("unit"), gathered("amount"),
+                         gathered("weight"), gathered("published"), gathered("requested"), first.units,
+                         first.holding_of, first.holdings, first.weighted, first.variable)
 
 
 def _grouped(base: Contributions, cells: np.ndarray, unit: np.ndarray, units: np.ndarray, *,

@@ -109,7 +109,8 @@ class Release:
     response is made from.
 
     Attributes:
-        table: the cells and their published value columns (``count`` first).
+        table: the cells and their published value columns (``count`` first; a magnitude
+            release its ``sum_<variable>``, :attr:`~tabsafe.model.table.Table.value_column`).
     """
 
     __slots__ = ("_table",)
@@ -134,7 +135,7 @@ class Release:
     def counts(self) -> Any:
         return self._table.counts
 
-    def value(self, column: str = "count", **codes: str) -> Any:
+    def value(self, column: str | None = None, **codes: str) -> Any:
         return self._table.value(column, **codes)
 
     def to_arrow(self) -> pa.Table:

@@ -40,6 +40,8 @@ if TYPE_CHECKING:  # pragma: no cover
 #: The largest grid a dense view is built for unless a caller allows more (8 bytes a cell and
 #: column: 400 MB per column at this size).
 MAX_DENSE_CELLS = 50_000_000
+#: the ``meta`` key naming a table's main value column when it is not ``count``
+VALUE_COLUMN = "value_column"
 
 
 @dataclass(frozen=True)
@@ -113,7 +115,9 @@ class Table:
     Attributes:
         dimensions: the spanning variables, in column order.
         ids: the stored cells' grid ids, sorted, read-only.
-        meta: provenance (filter, source, engine, key…), read-only.
+        meta: provenance (filter, source, engine, key…), read-only. ``meta["value_column"]``
+            names the table's main value column when it is not ``count`` (a magnitude release
+            publishes ``sum_<variable>`` and no count: issue #29).
 
     >>> from tabsafe.model.hierarchy import Hierarchy
     >>> d = Dimension("sex", Hierarchy.flat(["1", "2"]))
@@ -154,8 +158,9 @@ class Table:
             if arr.shape != ids.shape:
                 raise ValueError(f"column {name!r} has shape {arr.shape}, expected {ids.shape}")
             vals[name] = _frozen(arr)
-        if "count" not in vals:
-            raise ValueError("a table needs a 'count' column")
+        main = (meta or {}).get(VALUE_COLUMN, "count")
+        if main not in vals:
+            raise ValueError(f"a table needs its value column {main!r}")
         object.__setattr__(self, "dimensions", dims)
         object.__setattr__(self, "ids", _frozen(ids))
         object.__setattr__(self, "_values", MappingProxyType(vals))
@@ -282,9 +287,15 @@ class Table:
         return column in self._values
 
     @property
+    def value_column(self) -> str:
+        """The main value column: ``count``, or the one ``meta["value_column"]`` names."""
+        return str(self.meta.get(VALUE_COLUMN, "count"))
+
+    @property
     def counts(self) -> np.ndarray:
-        """The ``count`` column of the stored cells (read-only)."""
-        return _view(self._values["count"])
+        """The main value column of the stored cells (``count`` unless :attr:`value_column`
+        names another), read-only."""
+        return _view(self._values[self.value_column])
 
     def column(self, name: str) -> np.ndarray:
         """A value column of the stored cells (read-only)."""
@@ -356,11 +367,11 @@ class Table:
         found = (self.ids.size > 0) & (self.ids[pos] == ids) if self.ids.size else np.zeros(ids.shape, bool)
         return np.where(found, pos, -1)
 
-    def value(self, column: str = "count", **codes: str) -> Any:
+    def value(self, column: str | None = None, **codes: str) -> Any:
         """The value of one cell, e.g. ``t.value(sex='1', age='Total')``; an omitted variable is
         at its total; a cell that is not stored is 0."""
         row = int(self.rows_of(np.array([self.cell_id(codes)]))[0])
-        arr = self.column(column)
+        arr = self.column(self.value_column if column is None else column)
         if row < 0:
             return arr.dtype.type(0) if arr.dtype.kind in "iufb" else None
         return arr[row]
@@ -375,9 +386,10 @@ class Table:
         return _frozen(mask)
 
     # ----------------------------------------------------------------- dense views
-    def grid(self, column: str = "count", *, fill: Any = 0, max_cells: int = MAX_DENSE_CELLS) -> np.ndarray:
+    def grid(self, column: str | None = None, *, fill: Any = 0, max_cells: int = MAX_DENSE_CELLS) -> np.ndarray:
         """A value column over the whole grid (implied cells ``fill``), behind a size guard."""
         self._guard(max_cells)
+        column = self.value_column if column is None else column
         arr = self._values.get(column)
         if arr is None:
             self.column(column)  # raises
@@ -405,9 +417,9 @@ class Table:
         ids.setflags(write=False)
         return Table(self.dimensions, ids, vals, self.meta, _checked=True)
 
-    def sparse(self, column: str = "count") -> Table:
+    def sparse(self, column: str | None = None) -> Table:
         """The stored cells where ``column`` is not zero."""
-        return self.take(self.column(column) != 0)
+        return self.take(self.column(self.value_column if column is None else column) != 0)
 
     def _guard(self, max_cells: int) -> None:
         if self.n_cells > max_cells:
@@ -471,8 +483,8 @@ class Table:
             shape=(offset, self.n_cells),
         )
 
-    def is_additive(self, column: str = "count") -> bool:
-        x = self.grid(column)
+    def is_additive(self, column: str | None = None) -> bool:
+        x = self.grid(column)  # None: the main value column
         return not np.any(self.additivity() @ x)
 
     # ----------------------------------------------------------------- views

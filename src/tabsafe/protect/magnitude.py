@@ -39,10 +39,11 @@ from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, MethodError, Reason, param, shown
 from tabsafe.method import Examples, Needs, Outcome, TableMethod
 from tabsafe.model.contributions import Contributions
+from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.model.spec import ContributorSpec
 from tabsafe.params import Bool, Choice, File, Int, Optional, Real, Text, TextList, parameter
 from tabsafe.model.result import Protection, Release, Report
-from tabsafe.model.table import Table
+from tabsafe.model.table import VALUE_COLUMN, Table
 from tabsafe.protect.suppression.elimination import support_basis
 from tabsafe.protect.suppression.problem import (
     DEFAULT_WORK_LIMIT,
@@ -72,6 +73,8 @@ __all__ = ["COSTS", "STATUSES", "Controls", "MagnitudeResult", "MagnitudeSetting
 COSTS = ("value", "frequency", "unity", "variable")
 #: a-priori statuses
 STATUSES = ("safe", "unsafe", "protected", "suppressed")
+#: the release column of the contributors' numbers (when published)
+FREQUENCY = "contributors"
 #: repair rounds of the contributor audit before giving up
 MAX_ROUNDS = 200
 
@@ -93,6 +96,8 @@ class MagnitudeSettings:
         coalitions: also audit the two largest contributors of each primary cell together.
         work_limit: the optimal mode's budget of audit-and-cut rounds (machine-independent).
         time_limit: seconds, an outer guard on the optimal mode (None: none).
+        frequency: also publish each cell's number of contributors (column ``contributors``),
+            hidden where the total is.
     """
 
     mode: Mode = Mode.FAST
@@ -103,6 +108,7 @@ class MagnitudeSettings:
     coalitions: bool = True
     work_limit: int = DEFAULT_WORK_LIMIT
     time_limit: float | None = None
+    frequency: bool = False
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", Mode(self.mode))
@@ -223,25 +229,36 @@ def _costs(c: Contributions, settings: MagnitudeSettings, controls: Controls) ->
     return cost + 1.0 / (c.n_cells + 1)  # the tie-break prefers fewer cells among equal costs
 
 
+def _scale(value: np.ndarray) -> float:
+    """Values are in units of a thousandth of the largest (the solver's tolerances are absolute;
+    see :func:`~tabsafe.risk.contributor_audit.contributor_audit`)."""
+    return max(1.0, float(np.abs(value).max(initial=0.0))) / 1000.0
+
+
 def _problem(c: Contributions, table: Table, primary: np.ndarray, forced: np.ndarray, upper: np.ndarray,
              lower: np.ndarray, cost: np.ndarray, settings: MagnitudeSettings) -> Problem:
     """The secondary suppression problem of the magnitude grid (module docstring, step 2)."""
     # every empty cell is published, so the additive tables an intruder cannot rule out are spanned
     # by the inner cells with contributors (``support_basis`` reads ``count``, the contributors)
-    # in units of a thousandth of the largest value (the solver's tolerances are absolute; see
-    # :func:`~tabsafe.risk.contributor_audit.contributor_audit`)
-    scale = max(1.0, float(np.abs(c.value).max(initial=0.0))) / 1000.0
+    scale = _scale(c.value)
     system = CellSystem(np.asarray(c.value, dtype=np.float64) / scale, sp.csr_matrix(table.additivity()),
                         np.asarray(table.leaf_mask), lambda _zeros: support_basis(table),
                         lambda i: cell_name(table, i), table)
+    return _on_system(system, scale, c.value, c.negative, primary, forced, upper, lower, cost, settings)
+
+
+def _on_system(system: CellSystem, scale: float, value: np.ndarray, negative: bool, primary: np.ndarray,
+               forced: np.ndarray, upper: np.ndarray, lower: np.ndarray, cost: np.ndarray,
+               settings: MagnitudeSettings) -> Problem:
+    """The problem on ``system`` (a table's or a release's cells, values divided by ``scale``)."""
     base = Settings(mode=settings.mode, zeros=ZeroPolicy.SAFE, protection_level=1.0,
                     work_limit=settings.work_limit, time_limit=settings.time_limit)
     problem = Problem.build(system, primary, base)
     # a primary cell with no level (a frequency rule at range 0) must still not be exact
-    floor = np.maximum(1e-3, 1e-6 * np.abs(c.value))
+    floor = np.maximum(1e-3, 1e-6 * np.abs(value))
     required = np.where(primary, np.maximum(upper + lower, floor), 0.0) / scale
-    bound = -math.inf if c.negative else 0.0
-    return replace(problem, forced=forced & ~primary, lower=np.full(c.n_cells, bound), required=required,
+    bound = -math.inf if negative else 0.0
+    return replace(problem, forced=forced & ~primary, lower=np.full(value.size, bound), required=required,
                    cost=np.where(problem.hidden, 0.0, cost))
 
 
@@ -338,26 +355,85 @@ def protect_magnitudes(c: Contributions, rules: DominanceRules, settings: Magnit
 
 def _protection(c: Contributions, table: Table, reason: np.ndarray, upper: np.ndarray, lower: np.ndarray,
                 rules: DominanceRules, settings: MagnitudeSettings, figures: dict[str, Any],
-                private: dict[str, Any]) -> Protection:
+                private: dict[str, Any], meta: Mapping[str, Any] | None = None) -> Protection:
     """The release (published values, ``status``), the evaluation table and the report."""
     hidden = reason != "published"
     published = np.where(hidden, np.nan, c.value)
     status = np.where(hidden, "suppressed", "published").astype(object)
     col = f"sum_{c.variable}"
-    # ``count`` is a release's main published column: here the magnitude (contributor counts are
-    # not published: a count derivable for a suppressed cell would tell it is a singleton)
-    release = Table(table.dimensions, table.ids, {"count": published, col: published, "status": status})
+    # the release's value column is the magnitude's (no ``count`` beside it, which would read as a
+    # number of contributors); contributor counts only when asked for, hidden with the totals
+    columns = {col: published}
+    if settings.frequency:
+        columns[FREQUENCY] = np.where(hidden, np.nan, c.contributors.astype(np.float64))
+    columns["status"] = status
+    release = Table(table.dimensions, table.ids, columns, {**dict(meta or {}), VALUE_COLUMN: col})
     evaluation = Table(table.dimensions, table.ids, {
         "count": c.value, "original": c.value, "contributors": c.contributors, "reason": reason.astype(object),
         "upper_level": upper, "lower_level": lower,
-    })
+    }, dict(meta or {}))
     params = {"rules": rules.params(), "mode": settings.mode.value, "cost": settings.cost, "lam": settings.lam,
               "manual_ratio": settings.manual_ratio, "intruders": settings.intruders,
               "coalitions": settings.coalitions}
-    notes = ("the release shows which cells are suppressed, not why; contributor counts are not published",
+    counted = ("contributor counts are published beside the totals, hidden where they are" if settings.frequency
+               else "contributor counts are not published")
+    notes = (f"the release shows which cells are suppressed, not why; {counted}",
              "audited from the public's and from contributors' point of view (their own contributions known)")
     report = Report(method="magnitude-suppress", params=params, figures=figures, private=private, notes=notes)
     return Protection(release=Release(release), evaluation=evaluation, report=report)
+
+
+# ------------------------------------------------------------------ releases
+
+
+def protect_magnitude_release(cells: ReleaseCells, rules: DominanceRules,
+                              settings: MagnitudeSettings | None = None) -> tuple[np.ndarray, ...]:
+    """Suppress the magnitude tables of a release together: the rules in each table (a cell
+    primary in one table is primary in all: its contributions are the same), secondary
+    suppression over the union of the tables' cells and relations, and the contributor audit
+    over the release (an insider combines every table). Returns, per release cell, the reason,
+    the upper and lower protection levels, and the audit's figures (a dict, last)."""
+    from tabsafe.model.contributions import gather_cells
+    from tabsafe.protect.suppression.linked import joint_basis
+
+    settings = MagnitudeSettings() if settings is None else settings
+    n = cells.n_cells
+    primary, forced, hidden_first = (np.zeros(n, dtype=bool) for _ in range(3))
+    upper, lower, cost = np.zeros(n), np.zeros(n), np.zeros(n)
+    tables = [_contributions_of(t) for t in cells.tables]
+    for c, rows in zip(tables, cells.cells):
+        p, f, h, up, lo = _statuses(c, assess_dominance(c, rules), Controls(), settings)
+        primary[rows] |= p
+        forced[rows] |= f
+        hidden_first[rows] |= h
+        upper[rows] = np.maximum(upper[rows], up)
+        lower[rows] = np.maximum(lower[rows], lo)
+        cost[rows] = _costs(c, settings, Controls())
+    merged = gather_cells(list(zip(tables, cells.cells)), n)
+    scale = _scale(merged.value)
+    system = CellSystem(merged.value / scale, sp.csr_matrix(cells.relations), np.asarray(cells.leaf),
+                        lambda _zeros: joint_basis([support_basis(t) for t in cells.tables], cells.cells, n),
+                        cells.name)
+    problem = _on_system(system, scale, merged.value, merged.negative, primary, forced & ~primary, upper, lower,
+                         cost, settings)
+    first = suppress_problem(problem)
+    pattern, audit, rounds = _audit_loop(problem, first.suppressed | hidden_first, merged.at_holdings(), upper,
+                                         lower, settings)
+    reason = np.full(n, "published", dtype=object)
+    reason[pattern] = "secondary"
+    reason[primary] = "primary"
+    figures = {**dict(first.figures), **audit.figures(), "contributor_audit_rounds": rounds,
+               "suppressed": int(pattern.sum())}
+    return reason, upper, lower, figures
+
+
+def _contributions_of(table: Table) -> Contributions:
+    from tabsafe.model.contributions import ContributionTable
+
+    if not isinstance(table, ContributionTable):
+        raise InputError(f"method {MagnitudeSuppression.name!r} protects magnitude tables tabulated from microdata "
+                         "with one record per contribution; this release gives a table of counts")
+    return table.contributions
 
 
 # ------------------------------------------------------------------ a-priori files
@@ -431,9 +507,9 @@ class MagnitudeSuppression(TableMethod):
     Hundepool et al., ch. 4). Primary cells by the magnitude rules (:mod:`tabsafe.risk.dominance`),
     a-priori statuses, protection levels and costs from a file, secondary suppression (fast or
     optimal) and the contributor audit with its repair (:func:`protect_magnitudes`). The release
-    holds the published totals (``count`` and ``sum_<magnitude>``: missing where suppressed) and
-    ``status``; which cells are primary, the contributions, their numbers and the protection
-    levels are evaluation values only.
+    holds the published totals (``sum_<magnitude>``, its value column: missing where suppressed),
+    ``status`` and, when asked for, the contributors' numbers hidden alike; which cells are
+    primary, the contributions and the protection levels are evaluation values only.
 
     Attributes:
         magnitude: the response variable whose totals are published (e.g. turnover).
@@ -464,12 +540,15 @@ class MagnitudeSuppression(TableMethod):
         work_limit: the optimal mode's budget of audit-and-cut rounds (the same on any machine).
         time_limit: seconds, an outer guard on the optimal mode (its pattern then depends on the
             machine's speed; the report says so).
+        frequency: also publish each cell's number of contributors (column contributors), hidden
+            with the totals.
     """
 
     name: ClassVar[str] = "magnitude-suppress"
-    #: deterministic; hides cells; publishes magnitudes; the other cells unchanged; whole grid
+    #: deterministic; hides cells; publishes magnitudes; the other cells unchanged; whole grid;
+    #: the tables of a release jointly (:meth:`protect_release`)
     declared: ClassVar[Capabilities] = Capabilities(hides=True, magnitudes=True, publishes_unchanged=True,
-                                                    needs_grid=True)
+                                                    needs_grid=True, joint=True)
 
     magnitude: str = parameter(check=Text(metavar="VAR"))
     contributor: str | None = parameter(None, check=Optional(Text(metavar="COLUMN")))
@@ -490,6 +569,7 @@ class MagnitudeSuppression(TableMethod):
     coalitions: bool = parameter(True, check=Bool())
     work_limit: int = parameter(DEFAULT_WORK_LIMIT, check=Int(min=1, max=10_000))
     time_limit: float | None = parameter(None, check=Optional(Real(min=0, min_open=True, max=86_400)))
+    frequency: bool = parameter(False, check=Bool())
 
     def validate(self) -> None:
         missing: dict[str, tuple[str, ...]] = {}
@@ -524,7 +604,7 @@ class MagnitudeSuppression(TableMethod):
         return MagnitudeSettings(
             mode=self.mode, cost=self.cost if self.cost in COST_FUNCTIONS else "variable", lam=self.lam,
             manual_ratio=self.manual_ratio, intruders=self.intruders, coalitions=self.coalitions,
-            work_limit=self.work_limit, time_limit=self.time_limit)
+            work_limit=self.work_limit, time_limit=self.time_limit, frequency=self.frequency)
 
     def needs(self) -> Needs:
         """Microdata with contributions: the magnitude, its contributors and the other columns
@@ -542,6 +622,26 @@ class MagnitudeSuppression(TableMethod):
         """The least width of a hidden primary cell's interval that the value alone states; the
         levels themselves come from the contributions (:func:`protect_magnitudes`)."""
         return np.maximum(1e-3, 1e-6 * np.abs(np.nan_to_num(np.asarray(values, dtype=np.float64))))
+
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+        """Suppress the magnitude tables of a release together (:func:`protect_magnitude_release`;
+        ``seed`` unused): a shared cell has one status, and insiders are audited over the release."""
+        if self.apriori:
+            raise InputError(f"{param('apriori')} names the cells of one table: a release of magnitude tables takes "
+                             "no a-priori file")
+        settings = self.settings()
+        reason, upper, lower, figures = protect_magnitude_release(cells, self.rules, settings)
+        private = {"primary": int((reason == "primary").sum()), "secondary": int((reason == "secondary").sum())}
+        report = Report(method=self.name, params=self.params(), private=private, notes=(
+            "a release of magnitude tables suppressed jointly: a cell the tables share has one status",),
+            figures={"suppressed": figures["suppressed"], "tables": len(cells.tables),
+                     "shared_cells": int((cells.shared() > 1).sum())})
+        out = []
+        for t, rows in zip(cells.tables, cells.cells):
+            c = _contributions_of(t)
+            p = _protection(c, t, reason[rows], upper[rows], lower[rows], self.rules, settings, {}, {}, t.meta)
+            out.append(replace(p, report=report))
+        return tuple(out), report
 
     def memory_estimate(self, table: Table) -> int:
         """The grid's arrays, its relations and the contributions (a few arrays per entry)."""
@@ -564,20 +664,20 @@ class MagnitudeSuppression(TableMethod):
         res = protect_magnitudes(c, self.rules, self.settings(), controls)
         rel, ev = res.protection.release.table, res.protection.evaluation
         cells = Table(table.dimensions, table.ids, {"count": c.value}, dict(table.meta), _checked=True)
-        release = {col: rel.column(col) for col in ("count", f"sum_{c.variable}", "status")}
+        release = {col: rel.column(col) for col in rel.value_columns}
         evaluation = {col: ev.column(col) for col in ("contributors", "reason", "upper_level", "lower_level")}
         figures = {k: res.figures[k] for k in ("suppressed", "contributor_audit_rounds") if k in res.figures}
         private = {**dict(res.protection.report.private), **{k: v for k, v in res.figures.items() if k not in figures}}
         notes = (*res.protection.report.notes,
-                 "the release is published at the magnitude's totals: count and sum_" + c.variable + " are the same")
+                 f"the release's value column is sum_{c.variable}, the magnitude's totals (no count)")
         return Outcome(cells=cells, release=release, evaluation=evaluation, figures=figures, private=private,
-                       notes=notes)
+                       notes=notes, value=rel.value_column)
 
     @classmethod
     def examples(cls) -> Examples:
         from tabsafe.synth_business import generate_business
 
-        data = generate_business(160, 5)
+        data = generate_business(160, 7)  # a seed whose 160 enterprises include holdings
         return Examples(
             data=data, by=("activity", "size"),
             typical=(

@@ -90,9 +90,11 @@ class ReleaseProtection:
 
 
 def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine: Any = None,
-                     key: Any = None, sums: Sequence[str] = ()) -> list[Table]:
+                     key: Any = None, sums: Sequence[str] = (), contributors: Any = None) -> list[Table]:
     """Every table of the release, with every margin (one tabulation per table), by ``engine``
-    (a name or an engine object), else the release config's ``engine``, else DuckDB."""
+    (a name or an engine object), else the release config's ``engine``, else DuckDB;
+    ``contributors`` (a :class:`~tabsafe.model.spec.ContributorSpec`): magnitude tables that carry
+    their contributions."""
     from tabsafe.model.spec import TableSpec
     from tabsafe.registry import get_engine
     from tabsafe.tabulation import tabulate
@@ -102,7 +104,8 @@ def tabulate_release(spec: ReleaseSpec, data: Microdata | InnerCells, *, engine:
 
     out = []
     for t in spec.tables:
-        ts = TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where, key=key, sums=tuple(sums))
+        ts = TableSpec(by=t.by, hierarchies=dict(t.hierarchies), where=t.where, key=key, sums=tuple(sums),
+                       contributors=contributors)
         out.append(tabulate(data, ts, engine=engine))
     return out
 
@@ -178,7 +181,7 @@ def protect_release(
 
 
 def _check_consistent(cells: ReleaseCells, protections: Sequence[Protection], method: TableMethod) -> None:
-    values = [np.asarray(p.release.table.grid("count", fill=0), dtype=np.float64) for p in protections]
+    values = [np.asarray(p.release.table.grid(fill=0), dtype=np.float64) for p in protections]
     first = np.full(cells.n_cells, np.nan)
     owner = np.full(cells.n_cells, -1)
     for i, (v, rows) in enumerate(zip(values, cells.cells)):
@@ -203,7 +206,7 @@ def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) 
 
     if not isinstance(method, HidingMethod):
         raise TypeError(f"method {method.name!r} declares 'hides' but states no required protection (required())")
-    published = [np.asarray(p.release.table.column("count"), dtype=np.float64) for p in protections]
+    published = [np.asarray(p.release.table.counts, dtype=np.float64) for p in protections]
     hidden_min = method.reading().hidden_min
     lo, hi = published_bounds(cells, published, suppressed_min=1.0 if hidden_min is None else hidden_min)
     primary = np.zeros(cells.n_cells, dtype=bool)
@@ -260,7 +263,8 @@ def protect_release_chain(
             out = m.perturb(records, seed=s)
             records = out.microdata
             reports.append(out.report)
-    tables = tabulate_release(spec, records, engine=engine, key=needs.key, sums=needs.sums)
+    tables = tabulate_release(spec, records, engine=engine, key=needs.key, sums=needs.sums,
+                              contributors=needs.contributors)
     finest = (lambda: _tabulate_finest(spec, tables, names, wheres, records, engine, needs))
     steps = chain.table_steps
     if not steps:
@@ -299,7 +303,7 @@ def _with_intruders(result: ReleaseProtection, chain: Any) -> ReleaseProtection:
     share, beside one table alone and the method's stated differencing risk."""
     from tabsafe.release.perturbed_audit import audit_perturbed
 
-    published = [np.asarray(p.release.table.column("count"), dtype=np.float64) for p in result.protections]
+    published = [np.asarray(p.release.table.counts, dtype=np.float64) for p in result.protections]
     if any(np.isnan(v).any() for v in published) or len(published) < 2:
         return result  # hidden cells: the interval audit of release/audit.py applies
     cells = result.cells

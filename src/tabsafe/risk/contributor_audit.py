@@ -114,7 +114,9 @@ def intruders_of(c: Contributions, suppressed: np.ndarray, primary: np.ndarray, 
         out.append(Intruder((u,), f"contributor {c.units[u]}"))
     if coalitions:
         seen: set[tuple[int, int]] = set()
-        for p in np.flatnonzero(primary & (c.contributors >= 3)).tolist():
+        # a cell of two included: the pair knows it exactly and may narrow another cell with it
+        # (the independent attack of tests/properties/test_magnitude_attack.py found such pairs)
+        for p in np.flatnonzero(primary & (c.contributors >= 2)).tolist():
             pair = tuple(sorted(c.unit[c.ptr[p]:c.ptr[p] + 2].tolist()))
             if pair not in seen:
                 seen.add(pair)  # type: ignore[arg-type]

@@ -529,7 +529,7 @@ def check_identity(method: TableMethod | type[Method], table: Any = None) -> Non
         method, table = ident, _table(cls, -1)  # type: ignore[assignment]
     out = method.protect(table, seed=3)  # type: ignore[union-attr]
     rel = out.release.table
-    got = np.asarray(rel.grid("count"), dtype=float)
+    got = np.asarray(rel.grid(), dtype=float)
     want = np.asarray(table.grid("count"), dtype=float)
     assert np.array_equal(got, want), f"{method.name}: identity parameters changed the counts"
 
@@ -556,7 +556,7 @@ def check_cell_distribution(method: TableMethod | type[Method], table: Any = Non
     out = method.protect(table, seed=11)
     ev = out.evaluation
     rows = out.release.table.rows_of(ev.ids)
-    published = out.release.table.column("count")
+    published = out.release.table.counts
     inner = ev.leaf_mask
     for row, original, ok in zip(rows, ev.column("original"), inner):
         if not ok:
@@ -584,7 +584,9 @@ def _two_tables(cls: type[Method], method: Method) -> tuple[Any, Any, tuple[str,
 def _shared_values(big: Any, small: Any, by: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
     """The published counts of the cells the two tables share, as the big one and the small one
     publish them (cells a table does not store are zeros)."""
-    fb, fs = big.to_frame(["count"]), small.to_frame(["count"])
+    # the main value column of each (``count``; a magnitude release's totals)
+    fb = big.to_frame([big.value_column]).rename(columns={big.value_column: "count"})
+    fs = small.to_frame([small.value_column]).rename(columns={small.value_column: "count"})
     for v in big.variables:
         if v not in by:
             fb = fb[fb[v].astype(str) == big.dimension(v).hierarchy.total]
@@ -616,7 +618,7 @@ def check_additive(cls: type[Method]) -> None:
     for i, m in enumerate(_typical(cls)):
         if m.capabilities().additive:
             rel = m.protect(_table(cls, i), seed=7).release.table  # type: ignore[attr-defined]
-            assert rel.is_additive("count"), f"{m.name}: declared additive, yet a published margin is not the sum of " \
+            assert rel.is_additive(), f"{m.name}: declared additive, yet a published margin is not the sum of " \
                                              "its cells"
 
 
@@ -649,7 +651,7 @@ def check_hides(cls: type[Method]) -> None:
             assert isinstance(m, HidingMethod), f"{m.name}: declares hides but states no required()"
             assert m.reading().hidden_min is not None, f"{m.name}: declares hides but reading() has no hidden_min"
         else:
-            count = np.asarray(m.protect(_table(cls, i), seed=7).release.table.column("count"),  # type: ignore[attr-defined]
+            count = np.asarray(m.protect(_table(cls, i), seed=7).release.table.counts,  # type: ignore[attr-defined]
                                dtype=float)
             assert not np.isnan(count).any(), f"{m.name}: publishes hidden cells without declaring hides"
 

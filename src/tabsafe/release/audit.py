@@ -337,25 +337,31 @@ def _audit_part(cells: ReleaseCells, system: _System, cols: np.ndarray, crow: np
                                        _derivation(namer, crow, (low, high), system.A_K, system.K, system.fixed)))
 
 
-def _axis_moves(h: Hierarchy, backward: bool = False) -> tuple[np.ndarray, np.ndarray]:
+def _axis_moves(h: Hierarchy, backward: bool = False, shift: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Per code of one hierarchy (by position), an additive vector along it that moves the code:
     a leaf with siblings against its next sibling (the last against the one before), any other
     code with the chain from its first leaf up to the total; ``backward``: the previous sibling
-    and the last leaf. Padded to one length: (positions, coefficients), 0 in the padding."""
+    and the last leaf. ``shift`` k > 1: the sibling k places on (round the siblings) and the
+    k-th child at each level. Padded to one length: (positions, coefficients), 0 in the padding."""
     pos = h.position
-    step = -1 if backward else 1
+    step = -shift if backward else shift
     vectors: list[list[tuple[int, float]]] = []
     for code in h.order:
         parent = h.parents.get(code)
         kids = h.children(parent) if parent is not None else ()
         if h.is_leaf(code) and len(kids) > 1:
             i = kids.index(code)
-            j = i + step if 0 <= i + step < len(kids) else i - step
+            if shift == 1:
+                j = i + step if 0 <= i + step < len(kids) else i - step
+            else:
+                j = (i + step) % len(kids)
+                j = j if j != i else (i + 1) % len(kids)
             vectors.append([(pos[code], 1.0), (pos[kids[j]], -1.0)])
         else:
             leaf = code
             while not h.is_leaf(leaf):
-                leaf = h.children(leaf)[-1 if backward else 0]
+                kids = h.children(leaf)
+                leaf = kids[(-shift if backward else shift - 1) % len(kids)]
             vectors.append([(pos[c], 1.0) for c in h.ancestors(leaf)])
     width = max(len(v) for v in vectors)
     positions = np.zeros((len(vectors), width), dtype=np.int64)
@@ -366,14 +372,14 @@ def _axis_moves(h: Hierarchy, backward: bool = False) -> tuple[np.ndarray, np.nd
     return positions, coefs
 
 
-def _table_moves(table: Table, rows: np.ndarray, n_cells: int, backward: bool) -> sp.csr_matrix:
+def _table_moves(table: Table, rows: np.ndarray, n_cells: int, backward: bool, shift: int = 1) -> sp.csr_matrix:
     """One additive move of ``table`` per grid cell, touching that cell (tensor products of
     :func:`_axis_moves`), as rows over the release's cells (``rows``: the release cell of each
     grid cell)."""
     ids = np.zeros((table.n_cells, 1), dtype=np.int64)
     coef = np.ones((table.n_cells, 1))
     for axis, (d, stride) in enumerate(zip(table.dimensions, table.strides)):
-        positions, coefs = _axis_moves(d.hierarchy, backward)
+        positions, coefs = _axis_moves(d.hierarchy, backward, shift)
         at = np.asarray(table.positions(axis))
         ids = (ids[:, :, None] + positions[at][:, None, :] * stride).reshape(table.n_cells, -1)
         coef = (coef[:, :, None] * coefs[at][:, None, :]).reshape(table.n_cells, -1)
@@ -402,15 +408,23 @@ def move_intervals(cells: ReleaseCells, point: np.ndarray, lower: np.ndarray, up
     """
     lo = point.copy()
     hi = point.copy()
-    for backward in (False, True):  # two moves per cell: a cell one blocks (a zero at its bound) the other may free
-        _follow(cells, moves_of(cells, backward), point, lower, upper, unknown, lo, hi)
+    # several moves per cell: a cell one blocks (a zero at its bound) another may free; on an
+    # 18,067-cell rounded release the moves to the next sibling leave 1,107 cells unsettled, to
+    # the next six 50, for 0.7 s
+    for shift in range(1, MOVE_SHIFTS + 1):
+        for backward in (False, True):
+            _follow(cells, moves_of(cells, backward, shift), point, lower, upper, unknown, lo, hi)
     return lo, hi
 
 
-def moves_of(cells: ReleaseCells, backward: bool) -> sp.csr_matrix:
+#: the siblings (and children) each cell's moves go to, each way (:func:`_axis_moves`)
+MOVE_SHIFTS = 6
+
+
+def moves_of(cells: ReleaseCells, backward: bool, shift: int = 1) -> sp.csr_matrix:
     """One move per release cell (a row over the cells): the union of its tables' moves."""
     n = cells.n_cells
-    by_table = [_table_moves(t, rows, n, backward) for t, rows in zip(cells.tables, cells.cells)]
+    by_table = [_table_moves(t, rows, n, backward, shift) for t, rows in zip(cells.tables, cells.cells)]
     # the release cell each move is for, and the union over the tables holding it
     owner = np.concatenate(cells.cells)
     V = sp.vstack(by_table, format="csr")

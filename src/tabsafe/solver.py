@@ -255,6 +255,30 @@ def solve(
     return sol
 
 
+def interior_point(A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray | None:
+    """A point of ``{y : A y = b, lower <= y <= upper}`` away from its bounds where it can be, or
+    None when HiGHS finds none (infeasible, or not solved).
+
+    The interior point method on a zero objective, stopped before crossover: its iterates follow
+    the central path towards the analytic centre of the box, so a variable sits at a bound only
+    where the set holds it there (a vertex, what the simplex returns, puts most variables on a
+    bound). The release audit of rounded and perturbed releases follows its additive moves from
+    such a point (issue #28). One thread and no clock: the same point on every machine.
+    """
+    h = _highs()
+    for key, value in (("output_flag", False), ("threads", 1), ("solver", "ipm"), ("run_crossover", "off")):
+        h.setOptionValue(key, value)
+    b = np.asarray(b, dtype=np.float64)
+    lp = LinearProgram(np.zeros(A.shape[1]), A, b, b, np.asarray(lower, dtype=np.float64),
+                       np.asarray(upper, dtype=np.float64))
+    h.passModel(_model(lp, h.getInfinity(), integer=False))
+    progress.report("solver", program="linear", variables=int(A.shape[1]))
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    return np.array(h.getSolution().col_value, dtype=np.float64)
+
+
 class Relaxation:
     """The LP relaxation of a program that grows by rows (cuts), each solve starting from the
     last optimal basis: the dual simplex re-optimises after rows are added (the old basis stays

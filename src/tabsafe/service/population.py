@@ -208,16 +208,10 @@ class Record:
         return int(self.sizes.size)
 
     # ------------------------------------------------------------------ splitting
-    def split(self, families: list[list[np.ndarray]], digests: list[list[str]] | None = None,
-              spans: tuple[tuple[int, int], ...] | None = None) -> Split:
-        """The regions after cutting by the new populations and each one's row over them.
-
-        ``families`` lists populations in groups of disjoint ones (a recode's groups), so that a
-        record's membership is one number per family; populations answered before are left out.
-        ``digests`` are the populations' digests when already known; ``spans``, runs of records
-        outside which every population is empty (a user-defined area's), so that only they are
-        scanned.
-        """
+    def _fresh(self, families: list[list[np.ndarray]], digests: list[list[str]] | None,
+               spans: tuple[tuple[int, int], ...] | None) -> list[list[tuple[np.ndarray, str]]]:
+        """The families' populations not answered before, not empty and not repeated, with their
+        digests (see :meth:`split`); families left with none are dropped."""
         fresh: list[list[tuple[np.ndarray, str]]] = []
         seen: set[str] = set()
         for fi, family in enumerate(families):
@@ -230,6 +224,19 @@ class Record:
                     kept.append((m, d))
             if kept:
                 fresh.append(kept)
+        return fresh
+
+    def split(self, families: list[list[np.ndarray]], digests: list[list[str]] | None = None,
+              spans: tuple[tuple[int, int], ...] | None = None) -> Split:
+        """The regions after cutting by the new populations and each one's row over them.
+
+        ``families`` lists populations in groups of disjoint ones (a recode's groups), so that a
+        record's membership is one number per family; populations answered before are left out.
+        ``digests`` are the populations' digests when already known; ``spans``, runs of records
+        outside which every population is empty (a user-defined area's), so that only they are
+        scanned.
+        """
+        fresh = self._fresh(families, digests, spans)
         if not fresh:
             return Split(None, None, np.zeros(0, np.int64), self.sizes, [], [], [])
         n_regions = self.regions

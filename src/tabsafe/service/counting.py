@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -128,19 +128,29 @@ class Counting:
         sorted by variable, cached; None when it would be too large to keep."""
         variables = [self.data.variables[n] for n, _ in spec]
         sizes = [len(v.at_level(level)) for v, (_, level) in zip(variables, spec)]
-        if int(np.prod(sizes)) > LEAF_CUBE_CELLS:
+        cells = int(np.prod(sizes))
+        if cells > LEAF_CUBE_CELLS:
             return None
-        key = f"{spec}|{r.numeric}"
-        cube = self._leaf_cubes.get(key)
-        if cube is None:
-            cube = self._stored_cube(key)
-        if cube is None:
+
+        def build() -> dict[str, np.ndarray]:
             cube = self._count_micro(spec, r.numeric, sizes)
             if cube is None:
                 luts = [v.units(level)[0] for v, (_, level) in zip(variables, spec)]
                 cube = self._count(r, [self.data.codes[n] for n, _ in spec], luts, sizes, whole=True)
+            return cube
+
+        return self._kept(f"{spec}|{r.numeric}", cells, build)
+
+    def _kept(self, key: str, cells: int, build: Callable[[], dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+        """The kept cube under ``key``: from memory, else from disk, else built and stored; then
+        kept in memory, weighing ``cells``."""
+        cube = self._leaf_cubes.get(key)
+        if cube is None:
+            cube = self._stored_cube(key)
+        if cube is None:
+            cube = build()
             self._store_cube(key, cube)
-        self._leaf_cubes.put(key, cube, cells=int(np.prod(sizes)))
+        self._leaf_cubes.put(key, cube, cells=cells)
         return cube
 
     def _micro(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
@@ -331,11 +341,8 @@ class Counting:
         cells = int(np.prod(sizes))
         if cells > LEAF_CUBE_CELLS:
             return None
-        key = f"contributions|{spec}|{numeric}"
-        cube = self._leaf_cubes.get(key)
-        if cube is None:
-            cube = self._stored_cube(key)
-        if cube is None:
+
+        def build() -> dict[str, np.ndarray]:
             found = self._micro_index(spec, sizes)
             if found is not None:
                 # from the groups' own two largest and totals: the two largest of a cell are
@@ -352,10 +359,11 @@ class Counting:
                     idx *= size
                     idx += v.units(level)[0][self.data.codes[name]]
                 parts = unit_contributions(idx, abs_fixed(self.data, numeric, slice(0, self.data.n)), cells)
-            cube = {k: v.reshape(sizes) for k, v in parts.items()}
-            cube["count"] = cube.pop("total")  # stored under the name a kept cube is recognised by
-            self._store_cube(key, cube)
-        self._leaf_cubes.put(key, cube, cells=3 * cells)
+            built = {k: v.reshape(sizes) for k, v in parts.items()}
+            built["count"] = built.pop("total")  # stored under the name a kept cube is recognised by
+            return built
+
+        cube = self._kept(f"contributions|{spec}|{numeric}", 3 * cells, build)
         return {"top1": cube["top1"], "top2": cube["top2"], "total": cube["count"]}
 
     def contributions(self, r: Resolved) -> dict[str, np.ndarray]:

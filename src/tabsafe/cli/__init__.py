@@ -118,6 +118,10 @@ def _run(mod: object, args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # OpenBLAS starts one spinning thread per core when numpy is imported (0.1 s of CPU per
+    # command on 2 cores, more on big servers) for dense algebra tabsafe hardly does: its work is
+    # in DuckDB, HiGHS and sparse elimination. A user's own setting is kept.
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         parser = build_parser(argv)

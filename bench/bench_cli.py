@@ -72,7 +72,8 @@ def run() -> dict:
         subprocess.run([tabsafe, "ptable", "--max-noise", "5", "--variance", "3", "--js", "2", "--out", str(ptable)],
                        check=True, capture_output=True)
         bare = _bare(data.persons, HYPERCUBE, tmp / "bare.parquet")
-        tabulate = [tabsafe, "tabulate", str(data.persons), "--by", by, "--out", str(tmp / "t.parquet"), "--quiet", "--force"]
+        tabulate = [tabsafe, "tabulate", str(data.persons), "--by", by, "--out", str(tmp / "t.parquet"), "--quiet",
+                    "--force"]
         protect = [tabsafe, "protect", str(data.persons), "--by", by, "--method", "ckm", "--ptable", str(ptable),
                    "--out", str(tmp / "p.parquet"), "--quiet", "--force"]
         _run(tabulate, tmp)  # warm the file cache for every side

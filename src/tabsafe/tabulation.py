@@ -27,7 +27,7 @@ def tabulate(
     engine: Any = DEFAULT_ENGINE,
 ) -> Table:
     """The cells of the table spanned by ``by`` that have records: inner cells, every margin and
-    every hierarchical subtotal, computed in one engine pass (``GROUPING SETS``). Cells without
+    every hierarchical subtotal, computed in one engine pass (:mod:`tabsafe.engines.planner`). Cells without
     records are implied zeros (:meth:`Table.densify` gives the whole grid).
 
     Args:

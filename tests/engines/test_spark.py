@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 
 import tabsafe as ts
+from tabsafe.engines import planner
 from tabsafe.io import read_meta
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.microdata import FileSource, InnerCells
@@ -71,6 +72,18 @@ def test_hierarchies_sums_and_cell_keys(spark, small_census) -> None:
     assert_same(a, b)
     assert set(a.value_columns) >= {"count", "sum_income", "ckey", "ckey_int"}
     assert a.value("count", area="Total", sex="Total", age="Total", activity="Total") == 20_000
+
+
+def test_margins_in_memory_and_over_grouping_sets_alike(spark, small_census, monkeypatch) -> None:
+    """Small grids get their margins summed from the engine's inner cells, large ones from its
+    grouping sets: on Spark as on DuckDB, the same table both ways (hierarchies, exact keys)."""
+    spec = TableSpec(by=("area", "sex", "age"), key=KeySpec(column="rkey"),
+                     hierarchies={"area": hierarchy(small_census, "area.hrc"), "age": hierarchy(small_census, "age.yaml")})
+    data = census(small_census)
+    in_memory, spark_in_memory = both(spark, data, spec)
+    assert_same(in_memory, spark_in_memory)
+    monkeypatch.setattr(planner, "IN_MEMORY_GRID_CELLS", 0)
+    assert_same(in_memory, tabulate(data, spec, engine=spark))
 
 
 def test_codes_taken_from_the_data(spark, small_census) -> None:

@@ -279,6 +279,15 @@ class Hierarchy:
         """Code -> index in :attr:`order`."""
         return {c: i for i, c in enumerate(self.order)}
 
+    @cached_property
+    def families(self) -> tuple[tuple[int, tuple[int, ...]], ...]:
+        """Every additive relation of the hierarchy as positions in :attr:`order`: ``(parent,
+        children)`` for each code with children, in display order (the root's family first), so
+        that walking them in reverse sums children's subtotals before their parent reads them."""
+        pos = self.position
+        return tuple((pos[code], tuple(pos[c] for c in self._children[code]))
+                     for code in self.order if self._children[code])
+
     def __len__(self) -> int:
         return len(self.order)
 

@@ -569,6 +569,29 @@ def _strides(shape: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(reversed(strides))
 
 
+def fill_aggregates(grid: np.ndarray, hierarchies: Sequence[Hierarchy]) -> np.ndarray:
+    """``grid`` (one axis per hierarchy, each in display order) with every aggregate cell set to
+    the sum of its children, in place, and returned: from the inner cells alone, whatever the
+    aggregate cells held (METHODS.md §1: margins and subtotals are sums of inner cells).
+
+    Axis by axis, each family bottom-up: after axis ``k`` every cell that aggregates only along
+    axes up to ``k`` is complete, so the last axis completes the grid. Sums are exact in the
+    grid's dtype (int64 for counts)."""
+    if grid.ndim != len(hierarchies) or grid.shape != tuple(len(h) for h in hierarchies):
+        raise ValueError(f"grid of shape {grid.shape} does not match the hierarchies")
+    for axis, h in enumerate(hierarchies):
+        for parent, kids in reversed(h.families):
+            # a slice (a flat codelist's leaves, most families) is a view; a list of positions copies
+            lo, hi = kids[0], kids[-1] + 1
+            sel: slice | list[int] = slice(lo, hi) if hi - lo == len(kids) else list(kids)
+            src: list[Any] = [slice(None)] * grid.ndim
+            src[axis] = sel
+            dst: list[Any] = [slice(None)] * grid.ndim
+            dst[axis] = parent
+            grid[tuple(dst)] = grid[tuple(src)].sum(axis=axis)
+    return grid
+
+
 def _grid_size(dims: Sequence[Dimension]) -> int:
     n = 1
     for d in dims:

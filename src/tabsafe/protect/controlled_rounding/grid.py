@@ -17,7 +17,7 @@ from functools import cached_property
 import numpy as np
 import scipy.sparse as sp
 
-from tabsafe.model.table import Table
+from tabsafe.model.table import Table, fill_aggregates
 
 __all__ = ["Family", "Grid", "Tree"]
 
@@ -51,14 +51,7 @@ class Grid:
     def of(cls, table: Table) -> Grid:
         """The grid of ``table`` (densified: implied cells become stored zeros)."""
         dense = table.densify()
-        fams = []
-        for d in dense.dimensions:
-            h = d.hierarchy
-            fams.append(tuple(
-                (h.position[code], tuple(h.position[c] for c in h.children(code)))
-                for code in h.order if not h.is_leaf(code)
-            ))
-        return cls(dense, tuple(fams))
+        return cls(dense, tuple(d.hierarchy.families for d in dense.dimensions))
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -118,15 +111,7 @@ class Grid:
         """Every aggregate cell filled with the sum of its inner cells (the aggregates of
         ``inner`` are ignored): RAPID and small-cell adjustment make margins this way."""
         x = np.array(inner, dtype=np.int64).reshape(self.shape)
-        for axis, fams in enumerate(self.families):
-            # children's subtotals are complete before their parent's sum reads them
-            for parent, kids in reversed(fams):
-                idx: list[object] = [slice(None)] * len(self.shape)
-                idx[axis] = list(kids)
-                total = x[tuple(idx)].sum(axis=axis)
-                idx[axis] = parent
-                x[tuple(idx)] = total
-        return x.ravel()
+        return fill_aggregates(x, [d.hierarchy for d in self.table.dimensions]).ravel()
 
     @cached_property
     def trees(self) -> tuple[Tree, ...]:

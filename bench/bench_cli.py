@@ -128,7 +128,7 @@ def _national(tabsafe: str, tmp: Path) -> dict[str, object]:
     variables = ("small_area", "age_year", "sex")
     bare = _bare(persons, variables, tmp / "nbare.parquet")
     protect = [tabsafe, "protect", str(persons), "--by", ",".join(variables), "--method", "ckm", "--max-noise", "5",
-               "--variance", "3", "--js", "2", "--out", str(tmp / "national.parquet"), "--quiet"]
+               "--variance", "3", "--js", "2", "--out", str(tmp / "national.parquet"), "--quiet", "--force"]
     base = _repeat(bare, tmp, 2)
     ours = _repeat(protect, tmp, 2)
     return {

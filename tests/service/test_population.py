@@ -133,6 +133,40 @@ def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_pat
     assert digest(area_mask(data, r)) in second.areas.known
 
 
+def test_a_check_made_before_the_write_lock_is_made_again_when_another_process_recorded_meanwhile(
+        small_census, tmp_path, monkeypatch):
+    """A process checks a new population before it takes the write lock (the lock is held for the
+    commit alone); if another process records a population in between, the check is made again
+    inside the transaction: here the other process's population makes this one the second half
+    of a carrier pair, and it is refused although the check ahead admitted it."""
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={"min_population": 20, "min_area_population": 60})
+    data = open_prepared(settings)
+    first = Defence(settings, data, Store(settings.store_path))
+    second = Defence(settings, data, Store(settings.store_path))
+    small = "R2A193"  # 33 persons: refused as an area, and as a difference of areas
+    pair = ({"dimensions": [{"variable": "sex"}], "area": [small, "R1A001"], "measure": "count"},
+            {"dimensions": [{"variable": "sex"}], "area": ["R1A001"], "measure": "count"})
+    tx = second.store._tx
+    ahead = []
+
+    def between() -> object:  # the other process commits after this one's check ahead
+        ahead.append(second.last)
+        assert first.admit("a", pair[0]) is None
+        return tx()
+
+    monkeypatch.setattr(second.store, "_tx", between)
+    refused = second.admit("b", pair[1])
+    assert ahead, "the check ahead ran"
+    assert refused is not None and refused.rule == "differencing"
+    assert second.last > ahead[0]  # it replayed the other's population inside its transaction
+
+
 def test_a_key_is_answered_its_budget_of_distinct_populations(small_census, tmp_path):
     from tabsafe.service.defence import Defence
     from tabsafe.service.prepared import open_prepared

@@ -155,3 +155,39 @@ def test_keyed_chain_detects_truncation_and_keeps_its_secret_private(tmp_path):
         db.execute("DROP TRIGGER audit_no_delete")
         db.execute("DELETE FROM audit WHERE seq = 3")
     assert Store(tmp_path / "t.sqlite").verify() == 3
+
+
+def test_write_transactions_take_turns_through_the_lock_file(tmp_path):
+    """Every write transaction holds the store's lock file (``flock``): while another process
+    holds it, none begins; it begins once the lock is let go. The lock file is private (0600)."""
+    import fcntl
+    import os
+    import threading
+
+    store = Store(tmp_path / "s.sqlite")
+    lock = tmp_path / "s.sqlite.lock"
+    old = os.umask(0o022)  # the file's own mode makes it private, not the umask
+    try:
+        store.add_key("a")  # a write transaction: the store makes its lock file
+    finally:
+        os.umask(old)
+    assert oct(lock.stat().st_mode & 0o777) == "0o600"
+    fd = os.open(lock, os.O_RDWR)
+    began = threading.Event()
+
+    def write() -> None:
+        with store._tx() as db:
+            began.set()
+            db.execute("INSERT OR IGNORE INTO users(name, created) VALUES ('u', 't')")
+
+    fcntl.flock(fd, fcntl.LOCK_EX)  # another process's transaction
+    try:
+        worker = threading.Thread(target=write)
+        worker.start()
+        # whatever the machine's speed, the transaction cannot begin while the lock is held
+        assert not began.wait(0.3)
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    worker.join(30)
+    assert began.is_set()

@@ -12,10 +12,12 @@ against every population answered before to any key (intruders share what they g
 
 The record of every process is the same: the store's ``populations`` table lists each population
 answered, in order, with the canonical query it came from; a process replays the rows it has not
-seen (recomputing their records) inside the same ``BEGIN IMMEDIATE`` transaction in which it checks
-and appends its own, so two processes never admit two halves of a difference. A population
-already in the record (the same records, however the query spelled them) is admitted without a
-transaction beyond the key's budget.
+seen (recomputing their records) and checks its own population before it takes the write lock,
+then, inside the ``BEGIN IMMEDIATE`` transaction in which it appends its own, replays any row
+recorded meanwhile and checks again only if there was one, so two processes never admit two
+halves of a difference, and the lock every process queues for is held for the commit alone. A
+population already in the record (the same records, however the query spelled them) is admitted
+without a transaction beyond the key's budget.
 
 A refusal says which rule and what passes instead; it carries no figure of any population.
 """
@@ -164,10 +166,11 @@ class Defence:
         return known[0] in self.people.known and (known[1] is None or self.areas is None
                                                    or known[1] in self.areas.known)
 
-    def _apply(self, masks: tuple[np.ndarray, np.ndarray | None, Any], *, check: bool,
-               known: tuple[str, str | None] | None = None) -> Refused | None:
-        """Check (or, replaying, only record) one query's population and area (``known``: their
-        digests, when computed already)."""
+    def _trials(self, masks: tuple[np.ndarray, np.ndarray | None, Any], *, check: bool,
+                known: tuple[str, str | None] | None = None) -> Refused | list[tuple[Record, Any]]:
+        """Check one query's population and area against the record as it is (``known``: their
+        digests, when computed already): why it is refused, or the trials that record it
+        (:meth:`_commit`). Replaying, nothing is refused (``check`` false)."""
         assert self.people is not None
         people, area, spans = masks
         trials = []
@@ -182,9 +185,12 @@ class Defence:
             if check and trial.problem is not None:
                 return _refusal(record is self.areas, trial.problem)
             trials.append((record, trial))
+        return trials
+
+    @staticmethod
+    def _commit(trials: list[tuple[Record, Any]]) -> None:
         for record, trial in trials:
             record.commit(trial)
-        return None
 
     def _sync(self, db: Any) -> None:
         """Replay the populations other processes recorded since this one last looked."""
@@ -197,8 +203,10 @@ class Defence:
             if data_id == self.data_id:
                 known, masks = self._identify(json.loads(text), pop)
                 if not self._knows(known):  # a population this process has not recorded yet
-                    self._apply(masks if masks is not None else self._masks(json.loads(text)), check=False,
-                                known=known)
+                    trials = self._trials(masks if masks is not None else self._masks(json.loads(text)),
+                                          check=False, known=known)
+                    assert not isinstance(trials, Refused)  # nothing is refused when replaying
+                    self._commit(trials)
             self.last = int(seq)
 
     # ------------------------------------------------------------------ the check
@@ -231,15 +239,25 @@ class Defence:
                 # a recorded population the key was answered today: nothing to check or write,
                 # so no write transaction (its lock is what processes queue for)
                 return None
+            ahead = None
+            if fresh:
+                # the work before the write lock, which every process queues for: catch up with
+                # the populations others recorded (committed rows: a plain read) and check this one
+                self._sync(self.store._db())
+                if masks is None:
+                    masks = self._masks(query)
+                ahead = (self.last, None if self._knows(known) else self._trials(masks, check=True, known=known))
             with self.store._tx() as db:
-                refused = self._check(db, key_id, query, text, known, masks, fresh)
+                refused = self._check(db, key_id, query, text, known, masks, fresh, ahead)
                 if then is not None:
                     then(db, refused)
                 return refused
 
     def _check(self, db: Any, key_id: str | None, query: dict[str, Any], text: str, known: tuple[str, str | None],
-               masks: Any, fresh: bool) -> Refused | None:
-        """The budget and the record, inside the write transaction ``db`` (:meth:`admit`)."""
+               masks: Any, fresh: bool, ahead: tuple[int, Any] | None = None) -> Refused | None:
+        """The budget and the record, inside the write transaction ``db`` (:meth:`admit`).
+        ``ahead``: the check made before the transaction, with the last population the record
+        held then; it stands when no other process recorded one since."""
         refused = self._budget(db, key_id, known[0])
         if refused is not None or not fresh:
             return refused
@@ -248,11 +266,17 @@ class Defence:
             return None
         if masks is None:
             masks = self._masks(query)
-        refused = self._apply(masks, check=True, known=known)
+        # the record is what it was when checked ahead (no population added since): that check
+        # holds; else check again against the record as it now is
+        outcome = ahead[1] if ahead is not None and ahead[1] is not None and ahead[0] == self.last else \
+            self._trials(masks, check=True, known=known)
+        refused = outcome if isinstance(outcome, Refused) else None
         if refused is not None:
             db.execute("DELETE FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
                        (key_id or "", _day(time.time()), known[0]))
             return refused
+        assert not isinstance(outcome, Refused)
+        self._commit(outcome)
         cur = db.execute("INSERT INTO populations(at, key_id, digest, query, data) VALUES (?, ?, ?, ?, ?)",
                          (_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), key_id, known[0],
                           text, self.data_id))

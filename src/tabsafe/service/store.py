@@ -17,12 +17,18 @@
   invalid, unauthorised…).
 * Every file of the store is made readable by its owner only (0600): it holds keys' hashes and
   every user's queries.
+* Server processes take turns at writing through a lock file beside the store (``flock``), not
+  through SQLite's busy handler: that one sleeps 1, 2, 5, 10… ms between tries, so a process
+  waiting on another's write transaction idled for several milliseconds after the lock was free
+  (with the differencing record written in every new population's transaction, a third of two
+  workers' time under load). A blocked ``flock`` wakes the moment the holder lets go.
 """
 
 from __future__ import annotations
 
 import csv
 import datetime as _dt
+import fcntl
 import hashlib
 import hmac
 import io
@@ -203,19 +209,37 @@ class Store:
             private_file(self.path)
         return db
 
+    def _turn(self) -> int:
+        """This thread's descriptor of the store's lock file (module docstring): one per thread,
+        so that threads of a process take turns as processes do."""
+        fd = getattr(self._local, "turn", None)
+        if fd is None:
+            fd = os.open(self.path.with_name(self.path.name + ".lock"), os.O_CREAT | os.O_RDWR, 0o600)
+            self._local.turn = fd
+        return fd
+
     class _Tx:
-        def __init__(self, db: sqlite3.Connection) -> None:
+        def __init__(self, db: sqlite3.Connection, turn: int) -> None:
             self.db = db
+            self.turn = turn
 
         def __enter__(self) -> sqlite3.Connection:
-            self.db.execute("BEGIN IMMEDIATE")
+            fcntl.flock(self.turn, fcntl.LOCK_EX)
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+            except BaseException:
+                fcntl.flock(self.turn, fcntl.LOCK_UN)
+                raise
             return self.db
 
         def __exit__(self, exc_type: object, exc: object, tb: object) -> None:
-            self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            try:
+                self.db.execute("COMMIT" if exc_type is None else "ROLLBACK")
+            finally:
+                fcntl.flock(self.turn, fcntl.LOCK_UN)
 
     def _tx(self) -> Store._Tx:
-        return Store._Tx(self._db())
+        return Store._Tx(self._db(), self._turn())
 
     # ------------------------------------------------------------------ users and keys
     def add_key(self, user: str, *, rate_per_minute: int | None = None, quota_per_day: int | None = None,

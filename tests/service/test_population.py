@@ -5,6 +5,7 @@ never makes a small population a combination of others, and a refusal changes no
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -165,6 +166,71 @@ def test_a_check_made_before_the_write_lock_is_made_again_when_another_process_r
     assert ahead, "the check ahead ran"
     assert refused is not None and refused.rule == "differencing"
     assert second.last > ahead[0]  # it replayed the other's population inside its transaction
+
+
+@pytest.mark.parametrize("others", ["once", "every time"])
+def test_a_population_recorded_meanwhile_is_replayed_outside_the_write_lock(small_census, tmp_path, monkeypatch,
+                                                                           others):
+    """When another process records a population between this one's check ahead and its write
+    lock, this one lets go and catches up outside the lock (the lock every process queues for is
+    not held for a split of the records); if the other keeps recording, the last try replays
+    inside. Either way the second half of a carrier pair is refused."""
+    from tabsafe.service import defence as module
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={"min_population": 20, "min_area_population": 60})
+    data = open_prepared(settings)
+    first = Defence(settings, data, Store(settings.store_path))
+    second = Defence(settings, data, Store(settings.store_path))
+    small = "R2A193"  # 33 persons: refused as an area, and as a difference of areas
+    pair = ({"dimensions": [{"variable": "sex"}], "area": [small, "R1A001"], "measure": "count"},
+            {"dimensions": [{"variable": "sex"}], "area": ["R1A001"], "measure": "count"})
+    # populations of 60+ persons the other process records before each later try
+    fillers = iter({"dimensions": [{"variable": "sex"}], "area": [a], "measure": "count"}
+                   for a in ("R1A002", "R1A003", "R1A004", "R1A005"))
+    tx = second.store._tx
+    inside = [False]
+    tries = []
+
+    class Watched:
+        def __init__(self) -> None:
+            self.inner = tx()
+
+        def __enter__(self) -> object:
+            inside[0] = True
+            return self.inner.__enter__()
+
+        def __exit__(self, *exc: object) -> object:
+            inside[0] = False
+            return self.inner.__exit__(*exc)
+
+    def between() -> Watched:  # the other process commits after this one's check ahead
+        tries.append(second.last)
+        if len(tries) == 1:
+            assert first.admit("a", pair[0]) is None
+        elif others == "every time":
+            assert first.admit("a", next(fillers)) is None
+        return Watched()
+
+    trials = second._trials
+    checked_inside = []
+
+    def watched_trials(*args: object, **kwargs: object) -> object:
+        checked_inside.append(inside[0])
+        return trials(*args, **kwargs)
+
+    monkeypatch.setattr(second.store, "_tx", between)
+    monkeypatch.setattr(second, "_trials", watched_trials)
+    refused = second.admit("b", pair[1])
+    assert refused is not None and refused.rule == "differencing"
+    if others == "once":
+        assert len(tries) == 2 and checked_inside and not any(checked_inside)
+    else:
+        assert len(tries) == module.STALE_RETRIES + 1 and checked_inside[-1]
 
 
 def test_a_key_is_answered_its_budget_of_distinct_populations(small_census, tmp_path):

@@ -13,9 +13,11 @@ against every population answered before to any key (intruders share what they g
 The record of every process is the same: the store's ``populations`` table lists each population
 answered, in order, with the canonical query it came from; a process replays the rows it has not
 seen (recomputing their records) and checks its own population before it takes the write lock,
-then, inside the ``BEGIN IMMEDIATE`` transaction in which it appends its own, replays any row
-recorded meanwhile and checks again only if there was one, so two processes never admit two
-halves of a difference, and the lock every process queues for is held for the commit alone. A
+then takes the ``BEGIN IMMEDIATE`` transaction in which it appends its own. If another process
+recorded a population meanwhile, it lets go, catches up outside the lock and comes back
+(:data:`STALE_RETRIES` times; the last time it replays inside the transaction and checks again),
+so two processes never admit two halves of a difference, and the lock every process queues for is
+held for the commit alone. A
 population already in the record (the same records, however the query spelled them) is admitted
 without a transaction beyond the key's budget.
 
@@ -54,6 +56,15 @@ CREATE TABLE IF NOT EXISTS key_populations (
     PRIMARY KEY (key_id, day, digest)
 ) WITHOUT ROWID;
 """
+
+
+#: times a process lets go of the write lock to catch up outside it with populations another
+#: process recorded after its check ahead, before it replays them inside (:meth:`Defence.admit`)
+STALE_RETRIES = 2
+
+
+class _Stale(Exception):
+    """The record moved on between the check ahead and the write lock (:meth:`Defence.admit`)."""
 
 
 @dataclass(frozen=True)
@@ -239,19 +250,33 @@ class Defence:
                 # a recorded population the key was answered today: nothing to check or write,
                 # so no write transaction (its lock is what processes queue for)
                 return None
-            ahead = None
-            if fresh:
-                # the work before the write lock, which every process queues for: catch up with
-                # the populations others recorded (committed rows: a plain read) and check this one
-                self._sync(self.store._db())
-                if masks is None:
-                    masks = self._masks(query)
-                ahead = (self.last, None if self._knows(known) else self._trials(masks, check=True, known=known))
-            with self.store._tx() as db:
-                refused = self._check(db, key_id, query, text, known, masks, fresh, ahead)
-                if then is not None:
-                    then(db, refused)
-                return refused
+            for attempt in range(STALE_RETRIES + 1):
+                ahead = None
+                if fresh:
+                    # the work before the write lock, which every process queues for: catch up with
+                    # the populations others recorded (committed rows: a plain read) and check this one
+                    self._sync(self.store._db())
+                    if masks is None:
+                        masks = self._masks(query)
+                    ahead = (self.last, None if self._knows(known) else self._trials(masks, check=True, known=known))
+                try:
+                    with self.store._tx() as db:
+                        if fresh and attempt < STALE_RETRIES and self._recorded_since(db):
+                            # another process recorded a population after the check ahead: replaying
+                            # it here would hold every process's lock for a split of the records, so
+                            # let go, catch up outside, and come back (the last try replays inside)
+                            raise _Stale
+                        refused = self._check(db, key_id, query, text, known, masks, fresh, ahead)
+                        if then is not None:
+                            then(db, refused)
+                        return refused
+                except _Stale:
+                    continue
+            raise AssertionError("unreachable: the last try does not give up")  # pragma: no cover
+
+    def _recorded_since(self, db: Any) -> bool:
+        """Whether a population was recorded after the last this process replayed."""
+        return int(db.execute("SELECT coalesce(max(seq), 0) FROM populations").fetchone()[0]) > self.last
 
     def _check(self, db: Any, key_id: str | None, query: dict[str, Any], text: str, known: tuple[str, str | None],
                masks: Any, fresh: bool, ahead: tuple[int, Any] | None = None) -> Refused | None:

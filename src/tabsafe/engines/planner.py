@@ -533,7 +533,7 @@ class _Plan:
         if dims is None:
             dims = [Dimension(v, h) for v, h in zip(self.spec.by, hiers)]
         totals: dict[str, np.ndarray] = {}
-        for (_, final), n in zip(parts, names):
+        for n in names:
             grid = np.zeros(shape, dtype=np.int64)
             grid.reshape(-1)[cell] = to_numpy(result.column(n), fill=0).astype(np.int64, copy=False)
             totals[n] = fill_aggregates(grid, hiers).reshape(-1)

@@ -100,9 +100,10 @@ def test_admitted_populations_never_break_the_rule(masks):
             assert _violates(rows) or _small_support(rows)
 
 
-def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_path):
-    """Two defences over one store (two server processes, or one restarted) share the record:
-    what one admitted, the other counts; the second half of a carrier pair is refused there."""
+def _two_processes(small_census, tmp_path):
+    """Two defences over one store (two server processes) and a carrier pair: the first query
+    with a small area (``R2A193``, 33 persons: refused as an area, and as a difference of areas),
+    the second without it."""
     from tabsafe.service.defence import Defence
     from tabsafe.service.prepared import open_prepared
     from tabsafe.service.settings import Settings
@@ -113,13 +114,22 @@ def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_pat
     data = open_prepared(settings)
     first = Defence(settings, data, Store(settings.store_path))
     second = Defence(settings, data, Store(settings.store_path))
-    small = "R2A193"  # 33 persons: refused as an area, and as a difference of areas
-    pair = ({"dimensions": [{"variable": "sex"}], "area": [small, "R1A001"], "measure": "count"},
+    pair = ({"dimensions": [{"variable": "sex"}], "area": ["R2A193", "R1A001"], "measure": "count"},
             {"dimensions": [{"variable": "sex"}], "area": ["R1A001"], "measure": "count"})
+    return settings, data, first, second, pair
+
+
+def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_path):
+    """Two defences over one store (two server processes, or one restarted) share the record:
+    what one admitted, the other counts; the second half of a carrier pair is refused there."""
+    settings, data, first, second, pair = _two_processes(small_census, tmp_path)
     assert first.admit("a", pair[0]) is None
     refused = second.admit("b", pair[1])
     assert refused is not None and refused.rule == "differencing"
     assert not any(ch.isdigit() for ch in refused.message.replace("002", "").replace("§5", ""))
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.store import Store
+
     assert Defence(settings, data, Store(settings.store_path)).admit("c", pair[1]).rule == "differencing"
     # asking again what was answered is no new population: admitted, and within the budget
     assert second.admit("b", pair[0]) is None
@@ -137,22 +147,10 @@ def test_the_record_is_kept_in_the_store_for_every_process(small_census, tmp_pat
 def test_a_check_made_before_the_write_lock_is_made_again_when_another_process_recorded_meanwhile(
         small_census, tmp_path, monkeypatch):
     """A process checks a new population before it takes the write lock (the lock is held for the
-    commit alone); if another process records a population in between, the check is made again
-    inside the transaction: here the other process's population makes this one the second half
-    of a carrier pair, and it is refused although the check ahead admitted it."""
-    from tabsafe.service.defence import Defence
-    from tabsafe.service.prepared import open_prepared
-    from tabsafe.service.settings import Settings
-    from tabsafe.service.store import Store
-
-    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
-                             rules={"min_population": 20, "min_area_population": 60})
-    data = open_prepared(settings)
-    first = Defence(settings, data, Store(settings.store_path))
-    second = Defence(settings, data, Store(settings.store_path))
-    small = "R2A193"  # 33 persons: refused as an area, and as a difference of areas
-    pair = ({"dimensions": [{"variable": "sex"}], "area": [small, "R1A001"], "measure": "count"},
-            {"dimensions": [{"variable": "sex"}], "area": ["R1A001"], "measure": "count"})
+    commit alone); if another process records a population in between, the check is made again:
+    here the other process's population makes this one the second half of a carrier pair, and it
+    is refused although the check ahead admitted it."""
+    _, _, first, second, pair = _two_processes(small_census, tmp_path)
     tx = second.store._tx
     ahead = []
 
@@ -165,7 +163,7 @@ def test_a_check_made_before_the_write_lock_is_made_again_when_another_process_r
     refused = second.admit("b", pair[1])
     assert ahead, "the check ahead ran"
     assert refused is not None and refused.rule == "differencing"
-    assert second.last > ahead[0]  # it replayed the other's population inside its transaction
+    assert second.last > ahead[0]  # it replayed the other's population before checking again
 
 
 @pytest.mark.parametrize("others", ["once", "every time"])
@@ -176,19 +174,8 @@ def test_a_population_recorded_meanwhile_is_replayed_outside_the_write_lock(smal
     not held for a split of the records); if the other keeps recording, the last try replays
     inside. Either way the second half of a carrier pair is refused."""
     from tabsafe.service import defence as module
-    from tabsafe.service.defence import Defence
-    from tabsafe.service.prepared import open_prepared
-    from tabsafe.service.settings import Settings
-    from tabsafe.service.store import Store
 
-    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
-                             rules={"min_population": 20, "min_area_population": 60})
-    data = open_prepared(settings)
-    first = Defence(settings, data, Store(settings.store_path))
-    second = Defence(settings, data, Store(settings.store_path))
-    small = "R2A193"  # 33 persons: refused as an area, and as a difference of areas
-    pair = ({"dimensions": [{"variable": "sex"}], "area": [small, "R1A001"], "measure": "count"},
-            {"dimensions": [{"variable": "sex"}], "area": ["R1A001"], "measure": "count"})
+    _, _, first, second, pair = _two_processes(small_census, tmp_path)
     # populations of 60+ persons the other process records before each later try
     fillers = iter({"dimensions": [{"variable": "sex"}], "area": [a], "measure": "count"}
                    for a in ("R1A002", "R1A003", "R1A004", "R1A005"))

@@ -16,6 +16,7 @@ from tabsafe import InnerCells, tabulate
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression import CellSuppression, CellSystem, Problem, Settings, joint_table, secondary_suppression
 from tabsafe.protect.suppression.hitas import hitas, subtables
+from tabsafe.protect.suppression.hypercube import Moves, hypercube, verify
 from tabsafe.protect.suppression.elimination import null_basis, support_basis
 from tabsafe.protect.suppression.footprint import shape
 from tabsafe.protect.suppression.optimal import Budget
@@ -168,3 +169,58 @@ def test_the_memory_model_reads_the_shape_the_suppression_builds(table: Table) -
         assert s.support_entries == sum(len(c) for c in support)
         assert s.null_entries == sum(len(c) for c in null_basis(table))
         assert all(len(c) <= s.column for c in support)
+        assert s.inner == int((table.leaf_mask & (table.counts != 0)).sum())
+
+
+@settings(max_examples=40)
+@given(table=tables(), zeros=st.sampled_from(["never", "safe", "primary"]), min_freq=st.sampled_from([2, 3, 4]))
+def test_hypercube_mode_leaves_no_primary_cell_recomputable(table: Table, zeros: str, min_freq: int) -> None:
+    primary = (table.counts > 0) & (table.counts < min_freq)
+    result = secondary_suppression(table, primary, Settings(mode="hypercube", zeros=zeros))
+    _check(table, primary, result, zeros)
+    assert result.private["moves_verified"] == int(result.private["primary"]) and result.figures["audit"] == "moves"
+
+
+@settings(max_examples=40)
+@given(table=tables(), zeros=st.sampled_from(["never", "safe", "primary"]))
+def test_each_move_proves_no_more_than_the_intruders_interval(table: Table, zeros: str) -> None:
+    """A move's width is a lower bound of its primary cell's feasibility interval by linear
+    programming (what the intruder computes), and at least the protection required; the move
+    changes only suppressed cells, never more than twice the cells an inner cell adds to."""
+    primary = (table.counts > 0) & (table.counts < 3)
+    problem = Problem.build(CellSystem.of_table(table), primary, Settings(mode="hypercube", zeros=zeros))
+    suppressed, moves = hypercube(problem)
+    width = verify(problem, suppressed, moves)
+    assert set(moves.primary.tolist()) == set(np.flatnonzero(problem.primary).tolist())
+    assert (width >= problem.required[moves.primary] - 1e-9).all()
+    res = feasibility_intervals(problem.A, problem.values, suppressed, lower=problem.lower, targets=problem.primary)
+    lp = res.upper - res.lower
+    assert (width <= lp[moves.primary] + 1e-7).all(), "a move claims more than the intruder's interval allows"
+    assert not (suppressed & problem.forced & ~problem.primary).any()
+    assert (np.diff(moves.ptr) <= 2 * shape(table).column).all()
+
+
+@settings(max_examples=25)
+@given(table=tables(), data=st.data())
+def test_a_broken_move_proves_nothing(table: Table, data: st.DataObject) -> None:
+    """The check does not trust the moves: a sign turned, a cell dropped from a move or a moved
+    cell published gives that primary cell no width."""
+    primary = (table.counts > 0) & (table.counts < 3)
+    problem = Problem.build(CellSystem.of_table(table), primary, Settings(mode="hypercube"))
+    suppressed, moves = hypercube(problem)
+    if moves.primary.size == 0:
+        return
+    i = data.draw(st.integers(0, moves.primary.size - 1))
+    lo, hi = int(moves.ptr[i]), int(moves.ptr[i + 1])
+    j = data.draw(st.integers(lo, hi - 1))
+    turned = moves.signs.copy()
+    turned[j] = -turned[j]
+    assert verify(problem, suppressed, Moves(moves.primary, moves.ptr, moves.cells, turned))[i] == 0
+    dropped = Moves(moves.primary, np.concatenate([moves.ptr[: i + 1], moves.ptr[i + 1:] - 1]),
+                    np.delete(moves.cells, j), np.delete(moves.signs, j))
+    assert verify(problem, suppressed, dropped)[i] == 0
+    other = int(moves.cells[j])
+    if other != moves.primary[i]:
+        published = suppressed.copy()
+        published[other] = False
+        assert verify(problem, published, moves)[i] == 0

@@ -48,7 +48,7 @@ def test_no_protection_required_is_refused() -> None:
         CellSuppression(protection_level=0, protection_ratio=0)
 
 
-@pytest.mark.parametrize("mode", ["fast", "optimal"])
+@pytest.mark.parametrize("mode", ["fast", "optimal", "hypercube"])
 def test_table_5_1_single_female_hidden_in_the_cheapest_rectangle(table_5_1, mode) -> None:
     p = CellSuppression(min_freq=3, mode=mode, time_limit=10).protect(table_5_1)
     t = p.table.to_frame()
@@ -63,7 +63,7 @@ def test_table_5_1_single_female_hidden_in_the_cheapest_rectangle(table_5_1, mod
     figures = dict(p.report.figures)
     assert figures["suppressed"] == 4 and figures["cells"] == 12
     assert not {"primary", "secondary", "value_suppressed", "secondary_value", "objective", "lower_bound",
-                "gap"} & set(figures)
+                "gap", "moves_verified"} & set(figures)
     private = dict(p.report.private)
     assert (private["primary"], private["secondary"], private["value_suppressed"], private["secondary_value"]) == (
         1, 3, 15, 14)
@@ -79,3 +79,25 @@ def test_release_of_a_sparse_table_covers_the_grid(table_5_1) -> None:
     assert p.release.table.is_dense and p.release.table.n_cells == sparse.n_cells
     assert np.array_equal(np.nan_to_num(p.release.table.column("count"), nan=-1) >= 0,
                           p.release.table.column("status") == "published")
+
+
+def test_a_table_too_large_for_the_fast_mode_is_refused_with_the_mode_that_fits(table_5_1) -> None:
+    """Issue #28: the memory model refuses mode fast before any work and names mode hypercube
+    with its own estimate when that one fits; mode hypercube then runs under the same limit."""
+    from tabsafe import memory
+    from tabsafe.errors import TooLargeError
+
+    dense = table_5_1.densify()
+    fast_need = CellSuppression(min_freq=3).memory_estimate(dense)
+    cube_need = CellSuppression(min_freq=3, mode="hypercube").memory_estimate(dense)
+    assert cube_need < fast_need
+    with memory.limited((fast_need + cube_need) // 2):
+        with pytest.raises(TooLargeError) as err:
+            CellSuppression(min_freq=3).protect(dense)
+        text = err.value.render(as_flag)
+        assert "mode fast" in text and "--mode hypercube needs about" in text and "more than the limit" in text
+        p = CellSuppression(min_freq=3, mode="hypercube").protect(dense)
+        assert (p.release.table.column("status") == "suppressed").sum() == 4
+    with memory.limited(cube_need - 1), pytest.raises(TooLargeError) as err:
+        CellSuppression(min_freq=3, mode="hypercube").protect(dense)
+    assert "hypercube" not in err.value.render(as_flag).split("more than")[1]

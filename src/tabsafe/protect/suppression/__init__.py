@@ -11,6 +11,8 @@ The package, part by part:
   principle, with the frequency-table singleton rule);
 * :mod:`.audit` — the interval audit and its repair loop (the fast mode);
 * :mod:`.optimal` — the optimal mode: integer program with audit cuts from the fast pattern;
+* :mod:`.hypercube` — the hypercube mode: a move per primary cell (Repsilber's hypercubes), each
+  checked as the certificate of its protection, for tables too large for the other modes;
 * :mod:`.secondary` — :func:`secondary_suppression`, which runs a mode and reports it
   (publishable figures apart from private ones);
 * :mod:`.footprint` — the memory model, from the table's shape, checked before any work;

@@ -11,7 +11,10 @@ without building anything:
   the primary cells at their least value), each starting from the basis of the additive tables
   and filling in as cells are published: Python dicts, an entry in a row and in a column;
 * the optimal mode's integer program (a covering row per primary cell and relation, partner
-  rows per candidate and relation) in HiGHS.
+  rows per candidate and relation) in HiGHS;
+* the hypercube mode's moves (:mod:`.hypercube`): per primary cell at most the cells an inner
+  cell adds to, twice over (its own path and its partner's), kept with their signs and checked
+  as one sparse product with the relations.
 
 The constants are measured (peak RSS growth of the suppression against the model, on the
 benchmark tables of ``bench/bench_memory.py``). The fill-in of the elimination is what grows
@@ -34,7 +37,7 @@ import numpy as np
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.table import Table
 
-__all__ = ["Shape", "shape", "suppression_bytes"]
+__all__ = ["Shape", "hypercube_bytes", "shape", "suppression_bytes"]
 
 #: bytes per grid cell: the dense table, the problem's arrays, the reason and release columns
 CELL_BYTES = 400
@@ -49,6 +52,8 @@ FILL_FREE_COLUMN = 12
 #: cuts of its rounds): measured 386 MB growth after 4 rounds and about 840 MB after 25 on the
 #: 26,796-cell table (80,652 relation entries)
 PROGRAM_BYTES = 2_500
+#: bytes per cell of a move (cell and sign, the search's lists, the checking product)
+MOVE_BYTES = 60
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,7 @@ class Shape:
 
     Attributes:
         cells: cells of the dense grid.
+        inner: non-zero inner cells (at least as many as the threshold rule's primary cells).
         relation_entries: non-zeros of the additive relations.
         support_entries: entries of the basis when every zero cell is published (one column per
             non-zero inner cell, one entry per cell it adds to).
@@ -65,6 +71,7 @@ class Shape:
     """
 
     cells: int
+    inner: int
     relation_entries: int
     support_entries: int
     null_entries: int
@@ -93,7 +100,7 @@ def shape(table: Table) -> Shape:
     support = np.ones(int(inner.sum()), dtype=np.int64)
     for axis, depths in enumerate(depth_of):
         support *= depths[np.asarray(table.positions(axis))[inner]]
-    return Shape(n, int(relations), int(support.sum()), int(null), column)
+    return Shape(n, int(inner.sum()), int(relations), int(support.sum()), int(null), column)
 
 
 def suppression_bytes(s: Shape, *, zeros_published: bool, optimal: bool, primary: int | None = None) -> int:
@@ -109,3 +116,10 @@ def suppression_bytes(s: Shape, *, zeros_published: bool, optimal: bool, primary
         # cells of a relation: about the relations' entries, twice
         need += 2 * s.relation_entries * PROGRAM_BYTES
     return int(need)
+
+
+def hypercube_bytes(s: Shape, *, primary: int | None = None) -> int:
+    """Bytes the hypercube mode needs on a table of shape ``s`` (module docstring); ``primary``
+    as in :func:`suppression_bytes`."""
+    moves = (s.inner if primary is None else primary) * 2 * s.column
+    return int(s.cells * CELL_BYTES + s.relation_entries * RELATION_BYTES + moves * MOVE_BYTES)

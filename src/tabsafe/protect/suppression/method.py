@@ -12,13 +12,13 @@ about their values (those are private figures).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
 
 from tabsafe.capabilities import Capabilities, Reading
-from tabsafe.errors import InputError, param
+from tabsafe.errors import InputError, TooLargeError, param
 from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.model.result import Protection, Release, Report
 from tabsafe.model.table import Table
@@ -69,7 +69,8 @@ class CellSuppression(TableMethod):
         coalition: directly disclosive cells for a k-coalition.
         zeros: how zero cells are treated: never suppressed, safe (may be hidden as secondary cells) or
             primary (informative zeros).
-        mode: secondary suppression by the fast heuristic or the optimal integer program.
+        mode: secondary suppression by the fast heuristic, the optimal integer program, or
+            hypercube moves (one table too large for the other two; hides more).
         cost: minimise the value suppressed (count) or the number of cells (cells).
         protection_level: least interval width of a primary cell.
         protection_ratio: least interval width as a share of the primary cell's value.
@@ -104,6 +105,12 @@ class CellSuppression(TableMethod):
     work_limit: int = parameter(DEFAULT_WORK_LIMIT, check=Int(min=1))
     time_limit: float | None = parameter(None, check=Optional(Real(min=0, min_open=True)))
     mip_gap: float = parameter(1e-4, check=Real(min=0, max=1))
+
+    def capabilities(self) -> Capabilities:
+        """As declared, except that the hypercube mode works on one table's grid: it suppresses
+        no release jointly."""
+        out = super().capabilities()
+        return replace(out, joint=False) if self.mode is Mode.HYPERCUBE else out
 
     def validate(self) -> None:
         thresholds = RuleThresholds.both_sides(
@@ -156,6 +163,7 @@ class CellSuppression(TableMethod):
                 cls(min_freq=3),
                 cls(min_freq=3, t_abs=2, mode=Mode.OPTIMAL, cost=Cost.CELLS, work_limit=10),
                 cls(min_freq=4, zeros=ZeroPolicy.SAFE, protection_level=2, target=("sex",)),
+                cls(min_freq=3, mode=Mode.HYPERCUBE),
             ),
             why_no_identity="suppression always hides what its rules flag, and rules that flag nothing are "
                             "refused (they would protect nothing)",
@@ -170,10 +178,23 @@ class CellSuppression(TableMethod):
 
     def memory_estimate(self, table: Table) -> int:
         """The memory model of :mod:`.footprint`, from the table's shape (checked before any work)."""
-        from tabsafe.protect.suppression.footprint import shape, suppression_bytes
+        from tabsafe import memory
+        from tabsafe.protect.suppression.footprint import hypercube_bytes, shape, suppression_bytes
 
-        return suppression_bytes(shape(table), zeros_published=self.zeros is ZeroPolicy.NEVER,
-                                 optimal=self.mode is Mode.OPTIMAL)
+        s = shape(table)
+        cube = hypercube_bytes(s)
+        if self.mode is Mode.HYPERCUBE:
+            return cube
+        need = suppression_bytes(s, zeros_published=self.zeros is ZeroPolicy.NEVER, optimal=self.mode is Mode.OPTIMAL)
+        budget = memory.limit()
+        if need > budget >= cube:  # say which mode fits, not only that this one does not
+            raise TooLargeError(
+                f"method 'suppress' in {param('mode')} {self.mode.value} on {table.n_cells:,} cells would need about "
+                f"{memory.human(need)} of memory, more than the limit of {memory.human(budget)}",
+                hint=f"{param('mode')} hypercube needs about {memory.human(cube)}: it hides more cells, and its work "
+                     "grows with the primary cells rather than with the table",
+            )
+        return need
 
     def primary(self, table: Table) -> np.ndarray:
         """The primary cells of ``table``'s grid."""

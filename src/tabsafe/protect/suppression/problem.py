@@ -54,10 +54,12 @@ class ZeroPolicy(str, Enum):
 
 
 class Mode(str, Enum):
-    """Secondary suppression algorithm: Gaussian-elimination heuristic or integer program."""
+    """Secondary suppression algorithm: Gaussian-elimination heuristic, integer program, or
+    hypercube moves (one table too large for the other two)."""
 
     FAST = "fast"
     OPTIMAL = "optimal"
+    HYPERCUBE = "hypercube"
 
 
 class Cost(str, Enum):
@@ -72,8 +74,9 @@ class Settings:
     """How secondary suppression works (seed 000 §5.3).
 
     Attributes:
-        mode: ``fast`` (Gaussian elimination + interval-audit repair) or ``optimal`` (integer
-            program with audit cuts, started from the fast pattern).
+        mode: ``fast`` (Gaussian elimination + interval-audit repair), ``optimal`` (integer
+            program with audit cuts, started from the fast pattern) or ``hypercube`` (a move per
+            primary cell, each the certificate of its protection: :mod:`.hypercube`).
         cost: ``count`` (least total value suppressed) or ``cells`` (fewest cells).
         zeros: ``never``, ``safe`` or ``primary`` (see :class:`ZeroPolicy`).
         protection_level: least width of a primary cell's feasibility interval.

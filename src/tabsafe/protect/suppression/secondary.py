@@ -1,9 +1,10 @@
 """Secondary suppression: hide more cells so that no primary cell can be recomputed.
 
 :func:`secondary_suppression` runs the chosen mode on a :class:`~.problem.Problem` — the fast
-heuristic (:mod:`.audit`, on :mod:`.elimination`) or the integer program started from it
-(:mod:`.optimal`) — then publishes again the suppressed cells an intruder could compute exactly
-anyway (:func:`~.audit.republish_derivable`), and says what it did: publishable figures apart
+heuristic (:mod:`.audit`, on :mod:`.elimination`), the integer program started from it
+(:mod:`.optimal`) or the hypercube moves (:mod:`.hypercube`, checked by :func:`~.hypercube.verify`)
+— then, in the first two modes, publishes again the suppressed cells an intruder could compute
+exactly anyway (:func:`~.audit.republish_derivable`), and says what it did: publishable figures apart
 from private ones (anything derived from the original values of hidden cells: how many hidden
 cells are primary, the values suppressed, the objective and bound of the integer program).
 """
@@ -17,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
+from tabsafe.errors import MethodError, Reason
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression.audit import fast, republish_derivable
 from tabsafe.protect.suppression.hitas import hitas
+from tabsafe.protect.suppression.hypercube import hypercube, verify
 from tabsafe.protect.suppression.optimal import Budget, gap, optimal
 from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
 
@@ -63,6 +66,11 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         if settings.mode is Mode.OPTIMAL:
             figures.update({"rounds": 0, "status": "optimal", "stopped_by": "none", "reproducible": True})
             private.update({"objective": 0.0, "lower_bound": 0.0, "gap": 0.0, "fast_secondary": 0})
+        if settings.mode is Mode.HYPERCUBE:
+            figures["audit"] = "moves"
+            private["moves_verified"] = 0
+    elif settings.mode is Mode.HYPERCUBE:
+        suppressed = _hypercube(problem, figures, private)
     else:
         # the fast pattern always: it is the answer when the budget leaves no other
         suppressed, rounds = fast(problem)
@@ -70,12 +78,15 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         if settings.mode is Mode.OPTIMAL:
             suppressed = _optimal(problem, suppressed, Budget(settings.work_limit, settings.time_limit, started=start),
                                   figures, private)
-    suppressed, republished = republish_derivable(problem, suppressed)
-    figures["republished"] = republished
-    if republished and settings.mode is Mode.OPTIMAL:  # the pattern got cheaper: its cost and gap
-        cost = problem.pattern_cost(suppressed)
-        private["objective"] = round(cost, 6)
-        private["gap"] = round(gap(cost, private["lower_bound"]), 6)
+    if settings.mode is not Mode.HYPERCUBE:
+        # (not after the hypercube mode: its tables are those whose one large component no
+        # program of republish_derivable's can take, and every cell it hides is some move's)
+        suppressed, republished = republish_derivable(problem, suppressed)
+        figures["republished"] = republished
+        if republished and settings.mode is Mode.OPTIMAL:  # the pattern got cheaper: its cost and gap
+            cost = problem.pattern_cost(suppressed)
+            private["objective"] = round(cost, 6)
+            private["gap"] = round(gap(cost, private["lower_bound"]), 6)
     reason = np.full(problem.n_cells, "published", dtype=object)
     reason[suppressed & problem.candidates] = "secondary"
     reason[problem.primary] = "primary"
@@ -95,6 +106,22 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         "secondary_value": int(vals[secondary].sum()),
     })
     return SuppressionResult(reason.astype(str), figures, private)
+
+
+def _hypercube(problem: Problem, figures: dict[str, Any], private: dict[str, Any]) -> np.ndarray:
+    """The hypercube pattern, its moves checked one by one (:func:`~.hypercube.verify`) as the
+    audit: each valid move at least as wide as its primary cell's protection proves that cell's
+    feasibility interval wide enough."""
+    suppressed, moves = hypercube(problem)
+    width = verify(problem, suppressed, moves)
+    short = width < problem.required[moves.primary] - 1e-9
+    if short.any():  # a defect of the search, never a property of the table: stop, publish nothing
+        p = int(moves.primary[np.flatnonzero(short)[0]])
+        raise MethodError(f"the hypercube mode's move for primary cell {problem.name(p)} does not prove its "
+                          "protection", reason=Reason.INFEASIBLE)
+    figures["audit"] = "moves"
+    private["moves_verified"] = int(moves.primary.size)  # one per primary cell: their number is private
+    return suppressed
 
 
 def _optimal(problem: Problem, fast_pattern: np.ndarray, budget: Budget, figures: dict[str, Any],

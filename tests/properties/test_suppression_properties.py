@@ -224,3 +224,25 @@ def test_a_broken_move_proves_nothing(table: Table, data: st.DataObject) -> None
         published = suppressed.copy()
         published[other] = False
         assert verify(problem, published, moves)[i] == 0
+
+
+@settings(max_examples=30)
+@given(table=tables(), zeros=st.sampled_from(["never", "safe"]))
+def test_publishing_back_lowers_the_cost_and_leaves_no_idle_cell(table: Table, zeros: str) -> None:
+    """The hypercube mode's publish-back pass never makes the pattern costlier than the moves as
+    first found, and every hidden secondary cell is a cell of some primary cell's move."""
+    from tabsafe.protect.suppression import hypercube as module
+
+    primary = (table.counts > 0) & (table.counts < 3)
+    problem = Problem.build(CellSystem.of_table(table), primary, Settings(mode="hypercube", zeros=zeros))
+    saved = module.PUBLISH_BACK_CELLS
+    module.PUBLISH_BACK_CELLS = 0
+    try:
+        first, _ = hypercube(problem)
+    finally:
+        module.PUBLISH_BACK_CELLS = saved
+    thinned, moves = hypercube(problem)
+    assert problem.pattern_cost(thinned) <= problem.pattern_cost(first) + 1e-9
+    used = np.zeros(table.n_cells, dtype=bool)
+    used[moves.cells] = True
+    assert np.array_equal(thinned, used | problem.primary)

@@ -52,6 +52,19 @@ def test_the_solvers_report_their_phases_in_the_json_log(small_census, tmp_path,
     assert not any(private & set(e) for e in events)
 
 
+def test_the_hypercube_mode_reports_its_moves_and_its_publish_back(small_census, tmp_path, capsys) -> None:
+    """Issue #28: the hypercube mode's two phases in --log-json, each from 0 to its end."""
+    log = tmp_path / "log.jsonl"
+    code, _, err = run(["protect", small_census.persons, "--by", "area,sex,age", "--method", "suppress",
+                        "--mode", "hypercube", "--out", tmp_path / "r.csv", "--log-json", log, "--quiet"], capsys)
+    assert code == 0, err
+    events = [json.loads(line) for line in log.read_text().splitlines()]
+    for phase in ("hypercube moves", "hypercube publish-back"):
+        seen = [e for e in events if e.get("phase") == phase]
+        assert seen and seen[0]["done"] == 0 and all(0 <= e["done"] <= e["total"] for e in seen), phase
+    assert [e for e in events if e.get("phase") == "hypercube publish-back"][-1]["done"] > 0
+
+
 def test_terminal_display_redraws_one_line_and_clears_it() -> None:
     stream = io.StringIO()
     term = progress.Terminal(stream)

@@ -282,8 +282,7 @@ def hypercube(problem: Problem) -> tuple[np.ndarray, Moves]:
         off, sgn = search.move(p)
         search.suppressed[off] = True
         found[p] = (off, sgn)
-    published = _publish_back(search, problem, found)
-    report("suppression", phase="hypercube moves", done=int(prim.size), total=int(prim.size), published_back=published)
+    _publish_back(search, problem, found)
     cells = [found[p][0] for p in prim.tolist()]
     ptr = np.concatenate([[0], np.cumsum([c.size for c in cells])]).astype(np.int64)
     moves = Moves(prim, ptr, np.concatenate(cells) if cells else np.zeros(0, np.int64),
@@ -313,7 +312,9 @@ def _publish_back(search: _Search, problem: Problem, found: dict[int, tuple[np.n
     candidates = np.flatnonzero(search.suppressed & ~fixed)
     order = candidates[np.lexsort((candidates, -search.cost[candidates]))][:PUBLISH_BACK_CELLS]
     budget, published = PUBLISH_BACK_MOVES, 0
-    for c in order.tolist():
+    for k, c in enumerate(order.tolist()):
+        if k % 256 == 0:
+            report("suppression", phase="hypercube publish-back", done=k, total=int(order.size), published=published)
         if not search.suppressed[c]:
             continue
         users = sorted(p for p in {*through[c].indices.tolist(), *added.get(c, ())} if (found[p][0] == c).any())
@@ -331,6 +332,8 @@ def _publish_back(search: _Search, problem: Problem, found: dict[int, tuple[np.n
             found[p] = (off, sgn)
         search.suppressed = fixed | (uses > 0)
         published += 1
+    report("suppression", phase="hypercube publish-back", done=int(order.size), total=int(order.size),
+           published=published)
     return published
 
 

@@ -149,6 +149,18 @@ class _Axis:
         return out
 
 
+def _corners(base: int, axes: tuple[_Axis, ...], chosen: list[tuple[np.ndarray, np.ndarray]],
+             skip: int = -1) -> tuple[np.ndarray, np.ndarray]:
+    """The cells and signs of the tensor product of each variable's chosen codes and signs (all
+    but variable ``skip``), from the cell ``base`` at position 0 in every variable."""
+    off, sgn = np.array([base]), np.ones(1, dtype=np.int64)
+    for a, (ax, (codes, signs)) in enumerate(zip(axes, chosen)):
+        if a != skip:
+            off = (off[:, None] + codes[None, :] * ax.stride).ravel()
+            sgn = (sgn[:, None] * signs[None, :]).ravel()
+    return off, sgn
+
+
 def _axes(problem: Problem) -> tuple[_Axis, ...]:
     table = problem.system.table
     if table is None:
@@ -218,24 +230,14 @@ class _Search:
         for _ in range(SWEEPS):
             changed = False
             for a, ax in enumerate(axes):
-                off, sgn = np.array([base]), np.ones(1, dtype=np.int64)
-                for b, other in enumerate(axes):
-                    if b != a:
-                        codes, signs = opts[b][choice[b]]
-                        off = (off[:, None] + codes[None, :] * other.stride).ravel()
-                        sgn = (sgn[:, None] * signs[None, :]).ravel()
+                off, sgn = _corners(base, axes, [opts[b][choice[b]] for b in range(len(axes))], skip=a)
                 best, best_cost = self._best(cell, off, sgn, opts[a], ax.stride)
                 if best is not None and (best != choice[a] and best_cost < cost_now - _TOL or cost_now == np.inf):
                     changed = changed or best != choice[a]
                     choice[a], cost_now = best, best_cost
             if not changed:
                 break
-        off, sgn = np.array([base]), np.ones(1, dtype=np.int64)
-        for a, ax in enumerate(axes):
-            codes, signs = opts[a][choice[a]]
-            off = (off[:, None] + codes[None, :] * ax.stride).ravel()
-            sgn = (sgn[:, None] * signs[None, :]).ravel()
-        return off, sgn
+        return _corners(base, axes, [opts[a][choice[a]] for a in range(len(axes))])
 
     def _best(self, cell: int, off: np.ndarray, sgn: np.ndarray, options: list[tuple[np.ndarray, np.ndarray]],
               stride: int) -> tuple[int | None, float]:

@@ -17,6 +17,7 @@ from tabsafe.errors import TabsafeError, TooLargeError
 from tabsafe.service.answers import AnswerCache, fingerprint
 from tabsafe.service.defence import Defence
 from tabsafe.service.deps import ServiceError
+from tabsafe.service.recorder import RemoteDefence
 from tabsafe.service.routes import TABLES, router, web
 from tabsafe.service.settings import Settings, build
 from tabsafe.service.store import Store
@@ -108,9 +109,11 @@ def _secured(send: Any) -> Any:
     return wrapped
 
 
-def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
+def create_app(settings: Settings, *, data: Any = None, recorder: str | None = None) -> FastAPI:
     """The service for ``settings`` (prepares the data on first start, unless an engine counts
-    the records: ``engine`` in the settings, :mod:`tabsafe.service.planned`)."""
+    the records: ``engine`` in the settings, :mod:`tabsafe.service.planned`). ``recorder``: the
+    socket of the process that keeps the differencing record for every worker
+    (:mod:`tabsafe.service.recorder`); without it the app keeps its own."""
     from tabsafe.service.planned import make_builder, open_data
 
     os.umask(0o077)  # every file the service writes (store, answers, kept cubes) is its owner's only
@@ -129,7 +132,8 @@ def create_app(settings: Settings, *, data: Any = None) -> FastAPI:
     # ready before the first request: uvicorn accepts connections once the app is made
     app.state.builder.warm()
     app.state.store = Store(settings.store_path, key_path=settings.audit_key_path)
-    app.state.defence = Defence(settings, data, app.state.store)
+    app.state.defence = Defence(settings, data, app.state.store) if recorder is None else \
+        RemoteDefence(recorder, app.state.store, settings, str(getattr(data, "fingerprint", "")))
     app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint),
                                     settings.limits.answers_kept)
 

@@ -48,6 +48,23 @@ from tabsafe.service.rules import Check, Outcome, Refusal, Suggestion, data_chec
 from tabsafe.service.suggest import moves, suggest
 
 
+def warm_queries(data: Any) -> list[dict[str, Any]]:
+    """One query of each kind a server answers (whole population, an area's margin, an area, a
+    filter, a mean), for warming up: code loaded on first use and kept cubes are then in place."""
+    plain = sorted((v for v in data.variables if v != data.geography),
+                   key=lambda v: len(data.variables[v].hierarchy.order))[:3]
+    dims = [{"variable": v} for v in plain]
+    kinds: list[dict[str, Any]] = [{"dimensions": dims}]
+    if data.geography is not None:
+        geo = data.variables[data.geography].hierarchy
+        kinds.append({"dimensions": [{"variable": data.geography, "level": 1}, *dims[:2]]})
+        kinds.append({"dimensions": dims, "area": [geo.leaves[0]]})
+    for name in list(data.numeric)[:1]:
+        kinds.append({"dimensions": dims, "where": f"{name} >= 0"})
+        kinds.append({"dimensions": dims, "measure": "mean", "variable": name})
+    return kinds
+
+
 class Builder(Counting):
     """Answers queries over prepared data with the configured protection (module docstring)."""
 
@@ -114,19 +131,8 @@ class Builder(Counting):
         take many times longer than the rest, and under load that wait queues every query behind
         them. Answers are deterministic, so the queries answered here change nothing. Returns how
         many warm-up queries were answered."""
-        data = self.data
         self._micro()
-        plain = sorted((v for v in data.variables if v != data.geography),
-                       key=lambda v: len(data.variables[v].hierarchy.order))[:3]
-        dims = [{"variable": v} for v in plain]
-        kinds: list[dict[str, Any]] = [{"dimensions": dims}]
-        if data.geography is not None:
-            geo = data.variables[data.geography].hierarchy
-            kinds.append({"dimensions": [{"variable": data.geography, "level": 1}, *dims[:2]]})
-            kinds.append({"dimensions": dims, "area": [geo.leaves[0]]})
-        for name in list(data.numeric)[:1]:
-            kinds.append({"dimensions": dims, "where": f"{name} >= 0"})
-            kinds.append({"dimensions": dims, "measure": "mean", "variable": name})
+        kinds = warm_queries(self.data)
         answered = 0
         for raw in kinds:
             try:
@@ -189,4 +195,4 @@ class Builder(Counting):
         return suggest(self, query, accept, tries)
 
 
-__all__ = ["Builder", "Check", "Outcome", "Refusal", "Suggestion", "moves", "release_payload"]
+__all__ = ["Builder", "warm_queries", "Check", "Outcome", "Refusal", "Suggestion", "moves", "release_payload"]

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import hashlib
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -127,7 +128,7 @@ class Defence:
         self.data_id = str(getattr(data, "fingerprint", ""))
         self.budget = settings.differencing.populations_per_key
         t_pop, t_area = settings.thresholds()
-        self.active = settings.differencing.enabled and max(t_pop, t_area) > 1
+        self.active = Defence.records(settings)
         self.budget_on = settings.differencing.enabled
         self._lock = threading.Lock()
         self._digests: dict[str, tuple[str, str | None]] = {}
@@ -208,8 +209,6 @@ class Defence:
         # populations answered from other records (prepared again since) say nothing of these
         rows = db.execute("SELECT seq, query, data, digest FROM populations WHERE seq > ? ORDER BY seq",
                           (self.last,)).fetchall()
-        import json
-
         for seq, text, data_id, pop in rows:
             if data_id == self.data_id:
                 known, masks = self._identify(json.loads(text), pop)
@@ -229,8 +228,6 @@ class Defence:
         query); the caller knows it ran when it did."""
         if not self.budget_on:
             return None
-        import json
-
         text = json.dumps(query, sort_keys=True, separators=(",", ":"))
         with self._lock:
             known = self._digests.get(text)
@@ -266,12 +263,19 @@ class Defence:
                             # it here would hold every process's lock for a split of the records, so
                             # let go, catch up outside, and come back (the last try replays inside)
                             raise _Stale
-                        refused = self._check(db, key_id, query, text, known, masks, fresh, ahead)
+                        refused, recorded = self._check(db, key_id, query, text, known, masks, fresh, ahead)
                         if then is not None:
                             then(db, refused)
-                        return refused
                 except _Stale:
                     continue
+                if recorded is not None:
+                    # the record takes the population once the store has it, after the write lock
+                    # is let go: the split of the records is not held against every process's turn
+                    # (no thread of this process can look meanwhile: ``self._lock``)
+                    trials, seq = recorded
+                    self._commit(trials)
+                    self.last = seq
+                return refused
             raise AssertionError("unreachable: the last try does not give up")  # pragma: no cover
 
     def _recorded_since(self, db: Any) -> bool:
@@ -279,16 +283,19 @@ class Defence:
         return int(db.execute("SELECT coalesce(max(seq), 0) FROM populations").fetchone()[0]) > self.last
 
     def _check(self, db: Any, key_id: str | None, query: dict[str, Any], text: str, known: tuple[str, str | None],
-               masks: Any, fresh: bool, ahead: tuple[int, Any] | None = None) -> Refused | None:
-        """The budget and the record, inside the write transaction ``db`` (:meth:`admit`).
-        ``ahead``: the check made before the transaction, with the last population the record
-        held then; it stands when no other process recorded one since."""
+               masks: Any, fresh: bool, ahead: tuple[int, Any] | None = None
+               ) -> tuple[Refused | None, tuple[list[tuple[Record, Any]], int] | None]:
+        """The budget and the record, inside the write transaction ``db`` (:meth:`admit`): why the
+        table is refused, or None and — for a new population, written to the store — the trials
+        that record it and its sequence number, for :meth:`admit` to commit after the
+        transaction. ``ahead``: the check made before the transaction, with the last population
+        the record held then; it stands when no other process recorded one since."""
         refused = self._budget(db, key_id, known[0])
         if refused is not None or not fresh:
-            return refused
+            return refused, None
         self._sync(db)
         if self._knows(known):  # another process recorded it meanwhile
-            return None
+            return None, None
         if masks is None:
             masks = self._masks(query)
         # the record is what it was when checked ahead (no population added since): that check
@@ -299,14 +306,12 @@ class Defence:
         if refused is not None:
             db.execute("DELETE FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
                        (key_id or "", _day(time.time()), known[0]))
-            return refused
+            return refused, None
         assert not isinstance(outcome, Refused)
-        self._commit(outcome)
         cur = db.execute("INSERT INTO populations(at, key_id, digest, query, data) VALUES (?, ?, ?, ?, ?)",
                          (_dt.datetime.now(_dt.UTC).isoformat(timespec="milliseconds"), key_id, known[0],
                           text, self.data_id))
-        self.last = int(cur.lastrowid or self.last)
-        return None
+        return None, (outcome, int(cur.lastrowid))
 
     def would_admit(self, query: dict[str, Any]) -> bool:
         """Whether the record (as this process knows it) admits ``query``'s population: for
@@ -324,25 +329,68 @@ class Defence:
         return True
 
     def _counted(self, key_id: str | None, pop: str) -> bool:
-        """Whether the key's budget of the day already counts the population (a plain read: a
-        counted population stays counted all day)."""
-        return self.store._db().execute("SELECT 1 FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
-                                        (key_id or "", _day(time.time()), pop)).fetchone() is not None
+        return counted(self.store._db(), key_id, pop)
+
+    def recorded(self, query: dict[str, Any]) -> str | None:
+        """The digest of ``query``'s population when the record holds it (after :meth:`admit`
+        let it out), else None: a worker that keeps it lets the same table out again to a key
+        counted for it without asking (:mod:`tabsafe.service.recorder`)."""
+        with self._lock:
+            known = self._digests.get(json.dumps(query, sort_keys=True, separators=(",", ":")))
+            if known is None or (self.active and not self._knows(known)):
+                return None
+            return known[0]
+
+    @staticmethod
+    def records(settings: Any) -> bool:
+        """Whether the settings keep a record of populations (else only the keys' budgets)."""
+        return bool(settings.differencing.enabled and max(settings.thresholds()) > 1)
+
+    async def admit_async(self, key_id: str | None, query: dict[str, Any],
+                          then: Callable[[Any, Refused | None], None] | None = None) -> Refused | None:
+        """:meth:`admit`, as the routes call it (the recorder's client waits on a socket)."""
+        return self.admit(key_id, query, then)
 
     def _budget(self, db: Any, key_id: str | None, pop: str) -> Refused | None:
-        """Count the population against the key's budget of the day (inserted when new)."""
-        day = _day(time.time())
-        key = key_id or ""
-        seen = db.execute("SELECT 1 FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
-                          (key, day, pop)).fetchone()
-        if seen:
-            return None
-        n = db.execute("SELECT count(*) FROM key_populations WHERE key_id = ? AND day = ?", (key, day)).fetchone()[0]
-        if n >= self.budget:
-            return Refused("populations_per_key", f"the key has been answered its {self.budget:,} distinct "
-                           f"populations of the day; ask again for a population already answered, or tomorrow")
-        db.execute("INSERT INTO key_populations(key_id, day, digest) VALUES (?, ?, ?)", (key, day, pop))
+        return budget(db, key_id, pop, self.budget)
+
+    def warm(self) -> None:
+        """Check (and record nothing of) one query of each kind, so that code loaded on first use
+        is in place before the first table waits on it (:func:`~tabsafe.service.builder.warm_queries`)."""
+        from tabsafe.errors import TabsafeError
+        from tabsafe.service.builder import warm_queries
+
+        if not self.active:
+            return
+        for raw in warm_queries(self.data):
+            try:
+                self.would_admit(raw)
+            except TabsafeError:  # a data set without this kind of query: nothing to warm there
+                continue
+
+
+def budget(db: Any, key_id: str | None, pop: str, limit: int) -> Refused | None:
+    """Count a population against a key's budget of the day (inserted when new), inside the write
+    transaction ``db``: None, or the refusal when the key has had its ``limit`` populations."""
+    day = _day(time.time())
+    key = key_id or ""
+    seen = db.execute("SELECT 1 FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
+                      (key, day, pop)).fetchone()
+    if seen:
         return None
+    n = db.execute("SELECT count(*) FROM key_populations WHERE key_id = ? AND day = ?", (key, day)).fetchone()[0]
+    if n >= limit:
+        return Refused("populations_per_key", f"the key has been answered its {limit:,} distinct "
+                       f"populations of the day; ask again for a population already answered, or tomorrow")
+    db.execute("INSERT INTO key_populations(key_id, day, digest) VALUES (?, ?, ?)", (key, day, pop))
+    return None
+
+
+def counted(db: Any, key_id: str | None, pop: str) -> bool:
+    """Whether a key's budget of the day already counts a population (a plain read of the store:
+    a counted population stays counted all day)."""
+    return db.execute("SELECT 1 FROM key_populations WHERE key_id = ? AND day = ? AND digest = ?",
+                      (key_id or "", _day(time.time()), pop)).fetchone() is not None
 
 
 def _refusal(area: bool, problem: str) -> Refused:
@@ -356,4 +404,4 @@ def _refusal(area: bool, problem: str) -> Refused:
     return Refused("differencing", text)
 
 
-__all__ = ["Defence", "Refused", "area_mask", "population_key", "population_mask"]
+__all__ = ["Defence", "Refused", "area_mask", "budget", "counted", "population_key", "population_mask"]

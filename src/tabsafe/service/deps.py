@@ -15,6 +15,7 @@ from fastapi.security import APIKeyHeader
 from tabsafe.service.answers import AnswerCache
 from tabsafe.service.builder import Builder
 from tabsafe.service.defence import Defence
+from tabsafe.service.recorder import RemoteDefence
 from tabsafe.service.settings import Settings
 from tabsafe.service.store import Key, Store
 
@@ -51,13 +52,13 @@ async def get_answers(request: Request) -> AnswerCache:
     return request.app.state.answers
 
 
-async def get_defence(request: Request) -> Defence:
+async def get_defence(request: Request) -> Defence | RemoteDefence:
     return request.app.state.defence
 
 
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 AnswersDep = Annotated[AnswerCache, Depends(get_answers)]
-DefenceDep = Annotated[Defence, Depends(get_defence)]
+DefenceDep = Annotated[Defence | RemoteDefence, Depends(get_defence)]
 BuilderDep = Annotated[Builder, Depends(get_builder)]
 StoreDep = Annotated[Store, Depends(get_store)]
 

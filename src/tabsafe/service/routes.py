@@ -18,8 +18,9 @@ from tabsafe.errors import TabsafeError, TooLargeError
 from tabsafe.service.answers import Answer
 from tabsafe.service.builder import Builder, Outcome, Refusal
 from tabsafe.service.defence import Defence, Refused
-from tabsafe.service.deps import AnswersDep, BuilderDep, DefenceDep, KeyDep, QueryKeyDep, StoreDep
+from tabsafe.service.deps import AnswersDep, BuilderDep, DefenceDep, KeyDep, QueryKeyDep, ServiceError, StoreDep
 from tabsafe.service.query import Query
+from tabsafe.service.recorder import RecorderUnavailable, RemoteDefence
 from tabsafe.service.schemas import Catalogue, ErrorResponse, Health, TableRequest, TableResponse
 
 TABLES = "/api/v1/tables"
@@ -50,7 +51,7 @@ def catalogue(key: KeyDep, builder: BuilderDep) -> dict[str, Any]:
     "/tables",
     response_model=TableResponse,
     responses={200: {"content": {"text/csv": {"schema": {"type": "string"}}}},
-               **_errors(401, 403, 409, 413, 422, 429)},
+               **_errors(401, 403, 409, 413, 422, 429, 503)},
     tags=["tables"],
 )
 async def table(request: Request, body: TableRequest, key: QueryKeyDep, builder: BuilderDep, store: StoreDep,
@@ -85,16 +86,21 @@ async def table(request: Request, body: TableRequest, key: QueryKeyDep, builder:
 
         # answers are shared by every key; whether this key may have this one now is decided
         # each time, against every population answered so far (tabsafe.service.defence)
-        refused = defence.admit(key.id if key is not None else None, answer.query, audit_in)
-        if refused is not None:
-            answer = defended(builder, defence, answer, refused)
+        try:
+            refused = await defence.admit_async(key.id if key is not None else None, answer.query, audit_in)
+            if refused is not None:
+                answer = defended(builder, defence, answer, refused)
+        except RecorderUnavailable:
+            # no table whose population cannot be checked leaves the service
+            raise ServiceError(503, "unavailable", "the differencing record is not available; try again later",
+                               headers={"Retry-After": "10"}) from None
     if not audited:
         store.audit(key=key, endpoint=TABLES, query=answer.query, status=answer.status, outcome=answer.outcome,
                     cells=answer.cells, rules=answer.rules, reason=answer.reason)
     return Response(answer.body, status_code=answer.status, media_type=answer.media_type, headers=answer.headers)
 
 
-def defended(builder: Builder, defence: Defence, answer: Answer, refused: Refused) -> Answer:
+def defended(builder: Builder, defence: Defence | RemoteDefence, answer: Answer, refused: Refused) -> Answer:
     """The refusal of a table the release rules pass but the differencing record does not, with
     the nearest table that passes both (when the refusal is about differencing)."""
     suggestion = None

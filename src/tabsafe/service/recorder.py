@@ -1,0 +1,237 @@
+"""One process keeps the differencing record for every worker of a server (issue #26).
+
+With several worker processes, each kept its own copy of the record of answered populations
+(:mod:`tabsafe.service.defence`) and replayed every population another process recorded: the
+same split of up to every record, done once per process, and done while the others queued for
+the store's write lock. Here the supervisor starts one *recorder* process that holds the only
+:class:`~tabsafe.service.defence.Defence` of the server; workers send it, over a Unix socket in a
+directory only the service's user can enter, each table whose population it must decide, and it
+decides them one at a time (the order the record needs). A worker keeps, for the populations the
+record answered it, their digests, so that a table of a population its key was answered today is
+let out without asking (the record never forgets a population; the key's budget is a read of
+the store).
+
+The record still lives in the store (its ``populations`` table) and is replayed from there when
+the recorder starts; servers that share one store (several supervisors) keep each other's
+records in step as processes did before.
+
+If the recorder is gone, a worker answers no table it would have to ask about (503): the
+supervisor then stops the whole server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+from typing import Any
+
+import orjson
+
+from tabsafe.service.defence import POPULATIONS_SCHEMA, Refused, budget, counted
+
+log = logging.getLogger("tabsafe.service")
+
+#: digests of populations the record answered, kept per worker (past that the oldest half goes)
+KNOWN_KEPT = 50_000
+
+
+class RecorderUnavailable(Exception):
+    """The recorder process does not answer: no table that needs it is let out."""
+
+
+def _frame(obj: Any) -> bytes:
+    body = orjson.dumps(obj)
+    return len(body).to_bytes(4, "big") + body
+
+
+def canonical(query: dict[str, Any]) -> str:
+    """The text by which the defence knows a canonical query (as :meth:`Defence.admit`)."""
+    return json.dumps(query, sort_keys=True, separators=(",", ":"))
+
+
+# ---------------------------------------------------------------------- the recorder's side
+def decide(defence: Any, message: dict[str, Any]) -> dict[str, Any]:
+    """The recorder's answer to one message of a worker: ``admit`` (a table's population, for a
+    key: refused or not, and the digest the worker may keep) or ``would`` (whether the record
+    would admit a population: for suggestions)."""
+    op = message.get("op")
+    if op == "admit":
+        refused = defence.admit(message.get("key"), message["query"])
+        known = None if refused is not None else defence.recorded(message["query"])
+        return {"refused": None if refused is None else [refused.rule, refused.message], "known": known}
+    if op == "would":
+        return {"ok": bool(defence.would_admit(message["query"]))}
+    raise ValueError(f"unknown message {op!r}")
+
+
+async def _serve_connection(defence: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while True:
+            head = await reader.readexactly(4)
+            message = orjson.loads(await reader.readexactly(int.from_bytes(head, "big")))
+            try:
+                # decided on the loop, with no await inside: messages are decided one at a time
+                reply = decide(defence, message)
+            except Exception as exc:  # a bug: the worker refuses the table (503) and the log says why
+                log.exception("recorder: cannot decide a message")
+                reply = {"error": type(exc).__name__}
+            writer.write(_frame(reply))
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+def run_recorder(settings_json: str, path: str, ready: Any) -> None:
+    """The recorder process: open the data and the store, replay the record, listen on ``path``
+    and say it is ready; until SIGTERM."""
+    from tabsafe.errors import TabsafeError
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.planned import open_data
+    from tabsafe.service.processes import follow_parent, name_process
+    from tabsafe.service.settings import build
+    from tabsafe.service.store import Store
+
+    follow_parent()
+    name_process(b"tabsafe-record")  # ps and /proc/<pid>/comm tell it from the workers
+    os.umask(0o077)
+    try:
+        settings = build(json.loads(settings_json))
+        data = open_data(settings)
+        defence = Defence(settings, data, Store(settings.store_path, key_path=settings.audit_key_path))
+        defence.warm()
+    except TabsafeError as exc:
+        print(f"tabsafe: error: {exc.render()}", flush=True)
+        raise SystemExit(2) from None
+
+    async def main() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for s in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(s, stop.set)
+        server = await asyncio.start_unix_server(lambda r, w: _serve_connection(defence, r, w), path=path)
+        os.chmod(path, 0o600)
+        ready.set()
+        async with server:
+            await stop.wait()
+
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------- a worker's side
+class RemoteDefence:
+    """A worker's view of the recorder: the interface of :class:`~tabsafe.service.defence.Defence`
+    that the routes use.
+
+    A table whose population the record holds needs only the key's budget, which the worker
+    counts itself in the store (``then`` joins that transaction, as with a local defence). It
+    learns which populations the record holds from the recorder's answers and from the store's
+    ``populations`` table (each row: a population's digest and the canonical query that first
+    asked it; a plain read of the rows added since it last looked). Only a population the record
+    may not hold goes to the recorder."""
+
+    def __init__(self, path: str, store: Any, settings: Any, data_id: str) -> None:
+        self.path = path
+        self.store = store
+        self.budget_on = bool(settings.differencing.enabled)
+        self.budget = int(settings.differencing.populations_per_key)
+        self.data_id = data_id
+        self._known: dict[str, str] = {}
+        self._seen = 0  # the last row of the store's record read into ``_known``
+        self._lock: asyncio.Lock | None = None
+        self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._sock: socket.socket | None = None
+        store._db().executescript(POPULATIONS_SCHEMA)
+
+    async def admit_async(self, key_id: str | None, query: dict[str, Any], then: Any = None) -> Refused | None:
+        """None when the table may go to ``key_id``; else why not (:meth:`Defence.admit`).
+        ``then(db, refused)`` is called inside the write transaction of the key's budget when the
+        worker decides; when the recorder decides, it is not called."""
+        if not self.budget_on:
+            return None
+        text = canonical(query)
+        pop = self._known.get(text)
+        if pop is None:
+            self._catch_up()
+            pop = self._known.get(text)
+        if pop is not None:  # the record holds the population: only the key's budget decides
+            if counted(self.store._db(), key_id, pop):
+                return None
+            with self.store._tx() as db:
+                refused = budget(db, key_id, pop, self.budget)
+                if then is not None:
+                    then(db, refused)
+            return refused
+        reply = await self._ask({"op": "admit", "key": key_id, "query": query})
+        if reply.get("known") is not None:
+            self._keep(text, reply["known"])
+        return None if reply["refused"] is None else Refused(*reply["refused"])
+
+    def _keep(self, text: str, pop: str) -> None:
+        if len(self._known) >= KNOWN_KEPT:
+            for old in list(self._known)[:KNOWN_KEPT // 2]:
+                del self._known[old]
+        self._known[text] = pop
+
+    def _catch_up(self) -> None:
+        """Read the populations recorded since the last look (their canonical queries and digests)."""
+        rows = self.store._db().execute("SELECT seq, query, digest, data FROM populations WHERE seq > ? ORDER BY seq",
+                                        (self._seen,)).fetchall()
+        for seq, text, pop, data_id in rows:
+            if data_id == self.data_id:
+                self._keep(text, pop)
+            self._seen = int(seq)
+
+    def would_admit(self, query: dict[str, Any]) -> bool:
+        """Whether the record admits ``query``'s population (for suggestions; blocking: only a
+        refused table's search asks)."""
+        try:
+            if self._sock is None:
+                self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                self._sock.connect(self.path)
+            self._sock.sendall(_frame({"op": "would", "query": query}))
+            head = _recv(self._sock, 4)
+            reply = orjson.loads(_recv(self._sock, int.from_bytes(head, "big")))
+        except OSError as exc:
+            self._sock = None
+            raise RecorderUnavailable(str(exc)) from None
+        if "error" in reply:
+            raise RecorderUnavailable(reply["error"])
+        return bool(reply["ok"])
+
+    async def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        async with self._lock:  # one message at a time on this worker's connection
+            try:
+                if self._stream is None:
+                    self._stream = await asyncio.open_unix_connection(self.path)
+                reader, writer = self._stream
+                writer.write(_frame(message))
+                await writer.drain()
+                head = await reader.readexactly(4)
+                reply = orjson.loads(await reader.readexactly(int.from_bytes(head, "big")))
+            except (OSError, asyncio.IncompleteReadError) as exc:
+                self._stream = None
+                raise RecorderUnavailable(str(exc) or type(exc).__name__) from None
+        if "error" in reply:
+            raise RecorderUnavailable(reply["error"])
+        return reply
+
+
+def _recv(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            raise ConnectionError("the recorder closed the connection")
+        out += chunk
+    return bytes(out)
+
+
+__all__ = ["RecorderUnavailable", "RemoteDefence", "canonical", "decide", "run_recorder"]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tabsafe.service.population import Record
+from tabsafe.service.population import PRIME, Basis, Record
 
 N, T = 14, 3
 
@@ -238,3 +238,177 @@ def test_a_key_is_answered_its_budget_of_distinct_populations(small_census, tmp_
     over = defence.admit("k", q("age_year >= 70"))
     assert over is not None and over.rule == "populations_per_key"
     assert defence.admit("other", q("age_year >= 70")) is None  # another key has its own budget
+
+
+class DenseBasis:
+    """The record's basis as it was first written, dense (rows × regions): the oracle of the
+    sparse one."""
+
+    def __init__(self, n_cols: int) -> None:
+        self.rows = np.zeros((8, max(8, n_cols)), dtype=np.int64)
+        self.n_rows = 0
+        self.n_cols = n_cols
+        self.pivots: list[int] = []
+
+    def copy(self) -> DenseBasis:
+        out = DenseBasis.__new__(DenseBasis)
+        out.rows = self.rows[:max(self.n_rows, 1), :max(self.n_cols, 1)].copy()
+        out.n_rows, out.n_cols, out.pivots = self.n_rows, self.n_cols, list(self.pivots)
+        return out
+
+    def _room(self, rows: int, cols: int) -> None:
+        r, c = self.rows.shape
+        if rows <= r and cols <= c:
+            return
+        grown = np.zeros((max(r, rows if rows <= r else max(rows, 2 * r)),
+                          max(c, cols if cols <= c else max(cols, 2 * c))), dtype=np.int64)
+        grown[:self.n_rows, :self.n_cols] = self.rows[:self.n_rows, :self.n_cols]
+        self.rows = grown
+
+    def copy_columns(self, sources: np.ndarray) -> None:
+        """Append one column per source, equal to it (the copies are never pivots)."""
+        k = int(sources.size)
+        if k == 0:
+            return
+        self._room(self.n_rows, self.n_cols + k)
+        self.rows[:self.n_rows, self.n_cols:self.n_cols + k] = self.rows[:self.n_rows, sources]
+        self.n_cols += k
+
+    def reduce(self, v: np.ndarray, sources: np.ndarray | None = None) -> np.ndarray:
+        """``v`` (over the columns after copying ``sources``) less its part in the basis."""
+        v = np.mod(v, PRIME)
+        if self.n_rows == 0:
+            return v
+        coef = v[self.pivots]
+        used = np.flatnonzero(coef)
+        if used.size == 0:
+            return v
+        # only the basis rows whose pivot the vector has: a population touches few of them
+        part = (coef[used] @ self.rows[used, :self.n_cols]) % PRIME
+        if sources is not None and sources.size:
+            part = np.concatenate([part, part[sources]])
+        return np.mod(v - part, PRIME)
+
+    @staticmethod
+    def lead(v: np.ndarray) -> tuple[int, np.ndarray] | None:
+        """The pivot of a reduced vector and the vector scaled to 1 there (None: it is zero)."""
+        nz = np.flatnonzero(v)
+        if nz.size == 0:
+            return None
+        j = int(nz[0])
+        return j, (v * pow(int(v[j]), PRIME - 2, PRIME)) % PRIME
+
+    def weights_after(self, j: int, v: np.ndarray, sources: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        """The records each basis row would be supported on after adding the led vector ``v``
+        (pivot ``j``; columns after copying ``sources``): only rows with an entry at ``j`` change,
+        so only theirs are returned, with ``v``'s own."""
+        n = self.n_rows
+        col = self.rows[:n, j] if j < self.n_cols else self.rows[:n, sources[j - self.n_cols]]
+        hit = np.flatnonzero(col)
+        rows = self.rows[hit, :self.n_cols]
+        if sources.size:
+            rows = np.concatenate([rows, rows[:, sources]], axis=1)
+        changed = np.mod(rows - np.outer(col[hit], v), PRIME)
+        live = np.concatenate([changed != 0, (v != 0)[None, :]])
+        return live @ sizes
+
+    def insert(self, v: np.ndarray) -> bool:
+        """Add ``v`` (over the current columns); True when the rank grew."""
+        led = self.lead(self.reduce(v))
+        if led is None:
+            return False
+        self.insert_led(*led)
+        return True
+
+    def insert_led(self, j: int, v: np.ndarray) -> None:
+        """Add a vector already reduced against the basis and led (:meth:`lead`: pivot ``j``)."""
+        self._room(self.n_rows + 1, self.n_cols)
+        col = self.rows[:self.n_rows, j]
+        hit = np.flatnonzero(col)
+        if hit.size:
+            self.rows[hit, :self.n_cols] = np.mod(self.rows[hit, :self.n_cols] - np.outer(col[hit], v), PRIME)
+        self.rows[self.n_rows, :self.n_cols] = v
+        self.n_rows += 1
+        self.pivots.append(j)
+
+
+OPS = st.lists(st.tuples(st.sampled_from(["copy", "insert", "check"]), st.integers(0, 2**32 - 1)),
+               min_size=1, max_size=25)
+
+
+@given(st.integers(1, 6), OPS)
+def test_the_sparse_basis_does_what_the_dense_one_did(n0, ops):
+    """Copies of columns, insertions, reductions and the weights after an insertion, on both."""
+    sparse, dense = Basis(n0), DenseBasis(n0)
+    for op, seed in ops:
+        rng = np.random.default_rng(seed)
+        n = sparse.n_cols
+        if op == "copy":
+            sources = rng.integers(0, n, size=int(rng.integers(0, 4)))
+            sparse.copy_columns(sources)
+            dense.copy_columns(sources)
+        elif op == "insert":
+            # 0/1 rows (populations) and, now and then, any residues
+            v = rng.integers(0, 2, size=n) if rng.random() < 0.8 else rng.integers(0, PRIME, size=n)
+            assert sparse.insert(v) == dense.insert(v)
+        else:
+            sources = rng.integers(0, n, size=int(rng.integers(0, 3)))
+            v = rng.integers(0, 2, size=n + sources.size)
+            reduced = sparse.reduce(v, sources)
+            assert (reduced == dense.reduce(v, sources)).all()
+            led = Basis.lead(reduced)
+            if led is not None:
+                sizes = rng.integers(1, 50, size=n + sources.size)
+                assert sorted(sparse.weights_after(*led, sources, sizes)) == \
+                    sorted(dense.weights_after(*led, sources, sizes))
+        assert sparse.pivots == dense.pivots
+        assert (sparse.dense() == dense.rows[:dense.n_rows, :dense.n_cols]).all()
+    copy = sparse.copy()
+    copy.insert(np.ones(copy.n_cols, dtype=np.int64))
+    assert (sparse.dense() == dense.rows[:dense.n_rows, :dense.n_cols]).all()  # a copy is apart
+
+
+@given(st.integers(1, 70), st.lists(st.tuples(st.integers(0, 69), st.integers(0, 9)), max_size=5),
+       st.sampled_from([1, 2, 4096]), st.data())
+def test_a_digest_read_from_the_runs_alone_is_the_digest_of_the_whole_mask(n, runs, chunk, data):
+    """An area's digest reads only its runs of records (neighbouring runs may share a byte or a
+    chunk, the last may end mid-byte) and is the same population's digest as read from the whole
+    mask; chunks of 1 and 2 bytes put the chunks' edges among the runs."""
+    from tabsafe.service import population
+    from tabsafe.service.population import digest
+
+    spans = []
+    for start, length in sorted(runs):
+        s, e = min(start, n), min(start + length, n)
+        if spans and s < spans[-1][1]:
+            s = spans[-1][1]
+        if s < e:
+            spans.append((s, e))
+    mask = np.zeros(n, dtype=bool)
+    for s, e in spans:
+        mask[s:e] = data.draw(st.lists(st.booleans(), min_size=e - s, max_size=e - s))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(population, "DIGEST_CHUNK", chunk)
+        assert digest(mask, tuple(spans)) == digest(mask)
+        other = mask.copy()
+        other[data.draw(st.integers(0, n - 1))] ^= True
+        assert digest(other) != digest(mask)
+
+
+def test_a_stored_digest_of_an_older_form_is_computed_again_on_replay(small_census, tmp_path):
+    """A store written before the digests' present form: its populations are known again as the
+    same populations, however a later query spells them (not counted twice, and a small one not
+    refused as seen twice)."""
+    import sqlite3
+
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.store import Store
+
+    settings, data, first, _, _ = _two_processes(small_census, tmp_path)
+    q = lambda where: {"dimensions": [{"variable": "sex"}], "where": where, "measure": "count"}
+    assert first.admit("a", q("age_year >= 30")) is None
+    with sqlite3.connect(settings.store_path) as db:  # as an older version wrote it
+        db.execute("UPDATE populations SET digest = ?", ("0" * 32,))
+    again = Defence(settings, data, Store(settings.store_path))
+    known, _ = again._identify(q("age_year > 29"))  # the same records, spelled otherwise
+    assert again._knows(known)

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from tabsafe.errors import InputError
-from tabsafe.service.population import Record, digest
+from tabsafe.service.population import DIGEST_FORM, Record, digest
 from tabsafe.service.query import Query, Resolved, resolve
 
 POPULATIONS_SCHEMA = """
@@ -163,10 +163,11 @@ class Defence:
         if known is not None:
             return known, None
         masks = population_mask(self.data, r), area_mask(self.data, r), r.ranges if r.area_label else None
-        people = people or digest(masks[0])
+        if people is None or not people.startswith(DIGEST_FORM):  # none, or a stored one of an older form
+            people = digest(masks[0], masks[2])
         # an area with no filter and every category kept: the population is the area's records
         whole_area = r.query.where is None and not key[3]
-        known = (people, None if masks[1] is None else people if whole_area else digest(masks[1]))
+        known = (people, None if masks[1] is None else people if whole_area else digest(masks[1], masks[2]))
         if len(self._populations) > 50_000:
             self._populations.clear()
         self._populations[key] = known

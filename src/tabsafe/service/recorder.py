@@ -27,6 +27,7 @@ import logging
 import os
 import signal
 import socket
+import sys
 from typing import Any
 
 import orjson
@@ -106,7 +107,7 @@ def run_recorder(settings_json: str, path: str, ready: Any) -> None:
         defence = Defence(settings, data, Store(settings.store_path, key_path=settings.audit_key_path))
         defence.warm()
     except TabsafeError as exc:
-        print(f"tabsafe: error: {exc.render()}", flush=True)
+        print(f"tabsafe: error: {exc.render()}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
 
     async def main() -> None:

@@ -412,3 +412,21 @@ def test_a_stored_digest_of_an_older_form_is_computed_again_on_replay(small_cens
     again = Defence(settings, data, Store(settings.store_path))
     known, _ = again._identify(q("age_year > 29"))  # the same records, spelled otherwise
     assert again._knows(known)
+
+
+def test_the_sparse_basis_grows_past_its_first_rows_and_columns():
+    """Hundreds of rows and columns (the index of which rows hold a column grows twice over)."""
+    rng = np.random.default_rng(3)
+    sparse, dense = Basis(40), DenseBasis(40)
+    for step in range(300):
+        n = sparse.n_cols
+        if step % 3 == 0:
+            sources = rng.choice(n, size=int(rng.integers(1, 6)), replace=False)
+            sparse.copy_columns(sources)
+            dense.copy_columns(sources)
+        else:
+            v = (rng.random(n) < 0.05).astype(np.int64)
+            assert sparse.insert(v) == dense.insert(v)
+    assert sparse.n_rows > 130 and sparse.n_cols > 250
+    assert sparse.pivots == dense.pivots
+    assert (sparse.dense() == dense.rows[:dense.n_rows, :dense.n_cols]).all()

@@ -58,18 +58,20 @@ class Basis:
     """A reduced row-echelon basis modulo :data:`PRIME` whose columns can be copied (a region
     split in two) without changing its rank.
 
-    Rows are kept sparse — each its columns (ascending) and values, with, for each column, the
-    rows that have an entry there — because a population is a union of few regions and its
-    reduced row stays nearly as sparse (about 1% of the regions at 10,000 regions): a dense
-    matrix cost rows × regions of memory and copied all of it each time it grew (a tenth of a
-    second, every doubling, blocking the record)."""
+    Rows are kept sparse — each its columns and values — because a population is a union of few
+    regions and its reduced row stays nearly as sparse (about 1% of the regions at 10,000
+    regions): a dense matrix cost rows × regions of memory and copied all of it each time it grew
+    (a tenth of a second, every doubling, blocking the record). Which rows have an entry in a
+    column is kept as bits, a row of bytes per column, so copying columns and finding a column's
+    rows are array operations."""
 
     def __init__(self, n_cols: int) -> None:
         self.n_cols = n_cols
         self.pivots: list[int] = []
-        self._cols: list[np.ndarray] = []  # per row: its columns with an entry, ascending
+        self._cols: list[np.ndarray] = []  # per row: its columns with an entry
         self._vals: list[np.ndarray] = []  # per row: the entries there
-        self._where: dict[int, set[int]] = {}  # per column: the rows with an entry there
+        # per column, bit ``i % 8`` of byte ``i // 8`` is set when row ``i`` has an entry there
+        self._inc = np.zeros((max(8, n_cols), 8), dtype=np.uint8)
 
     @property
     def n_rows(self) -> int:
@@ -80,7 +82,7 @@ class Basis:
         out.n_cols, out.pivots = self.n_cols, list(self.pivots)
         # rows are replaced, never changed in place: the arrays can be shared
         out._cols, out._vals = list(self._cols), list(self._vals)
-        out._where = {c: set(r) for c, r in self._where.items()}
+        out._inc = self._inc.copy()
         return out
 
     def dense(self) -> np.ndarray:
@@ -90,34 +92,50 @@ class Basis:
             out[i, cols] = vals
         return out
 
-    def _row(self, i: int, width: int) -> np.ndarray:
-        out = np.zeros(width, dtype=np.int64)
-        out[self._cols[i]] = self._vals[i]
-        return out
+    def _room(self, cols: int, rows: int) -> None:
+        c, b = self._inc.shape
+        if cols <= c and rows <= 8 * b:
+            return
+        grown = np.zeros((max(c, cols if cols <= c else max(cols, 2 * c)),
+                          max(b, -(-rows // 8) if rows <= 8 * b else max(-(-rows // 8), 2 * b))), dtype=np.uint8)
+        grown[:c, :b] = self._inc
+        self._inc = grown
+
+    def _rows_at(self, j: int) -> list[int]:
+        """The rows with an entry in column ``j``, ascending."""
+        return np.flatnonzero(np.unpackbits(self._inc[j], bitorder="little")[:self.n_rows]).tolist()
+
+    def _mark(self, cols: np.ndarray, i: int, on: bool) -> None:
+        bit = np.uint8(1 << (i % 8))
+        if on:
+            self._inc[cols, i // 8] |= bit
+        else:
+            self._inc[cols, i // 8] &= ~bit
 
     def copy_columns(self, sources: np.ndarray) -> None:
         """Append one column per source, equal to it (the copies are never pivots)."""
         k = int(sources.size)
         if k == 0:
             return
-        # per row with an entry at a source: the sources and their new columns, ascending
-        copies: dict[int, tuple[list[int], list[int]]] = {}
-        for j, src in enumerate(sources.tolist()):
-            rows = self._where.get(src)
-            if not rows:
-                continue
-            self._where[self.n_cols + j] = set(rows)
-            for i in rows:
-                entry = copies.get(i)
-                if entry is None:
-                    copies[i] = ([src], [self.n_cols + j])
-                else:
-                    entry[0].append(src)
-                    entry[1].append(self.n_cols + j)
-        for i, (srcs, new) in copies.items():
+        n = self.n_cols
+        self._room(n + k, self.n_rows)
+        self._inc[n:n + k] = self._inc[sources]
+        hit = np.unpackbits(np.bitwise_or.reduce(self._inc[sources], axis=0), bitorder="little")[:self.n_rows]
+        unique = np.unique(sources).size == k
+        if unique:  # one population's split: each source gives one new column
+            pos = np.full(n, -1, dtype=np.int64)
+            pos[sources] = np.arange(k)
+        for i in np.flatnonzero(hit).tolist():
             cols, vals = self._cols[i], self._vals[i]
-            at = np.searchsorted(cols, srcs)
-            self._cols[i] = np.concatenate([cols, np.array(new, dtype=cols.dtype)])
+            if unique:
+                p = pos[cols]
+                at = np.flatnonzero(p >= 0)
+                new = n + p[at]
+            else:  # groups of a recode: a source may give several new columns
+                pairs = [(a, n + j) for j, src in enumerate(sources.tolist()) for a in np.flatnonzero(cols == src)]
+                at = np.array([a for a, _ in pairs], dtype=np.int64)
+                new = np.array([c for _, c in pairs], dtype=np.int64)
+            self._cols[i] = np.concatenate([cols, new])
             self._vals[i] = np.concatenate([vals, vals[at]])
         self.n_cols += k
 
@@ -148,13 +166,18 @@ class Basis:
         j = int(nz[0])
         return j, (v * pow(int(v[j]), PRIME - 2, PRIME)) % PRIME
 
+    def _row(self, i: int, width: int) -> np.ndarray:
+        out = np.zeros(width, dtype=np.int64)
+        out[self._cols[i]] = self._vals[i]
+        return out
+
     def weights_after(self, j: int, v: np.ndarray, sources: np.ndarray, sizes: np.ndarray) -> np.ndarray:
         """The records each basis row would be supported on after adding the led vector ``v``
         (pivot ``j``; columns after copying ``sources``): only rows with an entry at ``j`` change,
         so only theirs are returned, with ``v``'s own."""
         src = j if j < self.n_cols else int(sources[j - self.n_cols])
         out = []
-        for i in sorted(self._where.get(src, ())):
+        for i in self._rows_at(src):
             row = self._row(i, self.n_cols)
             if sources.size:
                 row = np.concatenate([row, row[sources]])
@@ -178,22 +201,20 @@ class Basis:
     def insert_led(self, j: int, v: np.ndarray) -> None:
         """Add a vector already reduced against the basis and led (:meth:`lead`: pivot ``j``)."""
         cols = np.flatnonzero(v)
-        for i in sorted(self._where.get(j, ())):
+        for i in self._rows_at(j):
             row = self._row(i, self.n_cols)
             after = np.mod(row - row[j] * v, PRIME)
             # the row changes only where v has entries: so does its support
             was, now = row[cols] != 0, after[cols] != 0
-            for c in cols[was & ~now].tolist():
-                self._where[c].discard(i)
-            for c in cols[now & ~was].tolist():
-                self._where.setdefault(c, set()).add(i)
+            self._mark(cols[was & ~now], i, False)
+            self._mark(cols[now & ~was], i, True)
             kept = np.flatnonzero(after)
             self._cols[i], self._vals[i] = kept, after[kept]
         i = self.n_rows
+        self._room(self.n_cols, i + 1)
         self._cols.append(cols)
         self._vals.append(v[cols].astype(np.int64))
-        for c in cols.tolist():
-            self._where.setdefault(c, set()).add(i)
+        self._mark(cols, i, True)
         self.pivots.append(j)
 
 

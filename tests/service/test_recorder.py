@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
 
 from tests.service.conftest import LENIENT, Server, add_key, write_config
 
@@ -43,7 +41,7 @@ def _recorder(small_census, tmp_path, **differencing):
     assert ready.wait(120), "the recorder did not start"
 
     def worker() -> RemoteDefence:
-        return RemoteDefence(path, Store(settings.store_path), settings, data)
+        return RemoteDefence(path, Store(settings.store_path), settings, str(data.fingerprint))
 
     return proc, worker
 
@@ -178,22 +176,3 @@ def test_a_worker_whose_recorder_does_not_answer_lets_no_new_population_out(smal
     assert r.json()["error"]["type"] == "unavailable" and "rows" not in r.json()
     rows = list(store.audit_rows())
     assert [(row["status"], row["outcome"]) for row in rows] == [(503, "unavailable")]
-
-
-@given(st.integers(1, 90), st.lists(st.tuples(st.integers(0, 89), st.integers(1, 20)), max_size=4), st.data())
-def test_a_population_sent_to_the_recorder_arrives_record_for_record(n, runs, data):
-    """A worker sends the records it computed, within the area's runs when there are runs."""
-    import numpy as np
-
-    from tabsafe.service.recorder import pack_mask, unpack_mask
-
-    spans: list[tuple[int, int]] = []
-    for start, length in sorted(runs):
-        s, e = max(min(start, n), spans[-1][1] if spans else 0), min(start + length, n)
-        if s < e:
-            spans.append((s, e))
-    mask = np.zeros(n, dtype=bool)
-    for s, e in spans or [(0, n)]:
-        mask[s:e] = data.draw(st.lists(st.booleans(), min_size=e - s, max_size=e - s))
-    runs_or_none = tuple(spans) if spans else None
-    assert (unpack_mask(pack_mask(mask, runs_or_none), runs_or_none, n) == mask).all()

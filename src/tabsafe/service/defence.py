@@ -114,24 +114,46 @@ def _day(t: float) -> str:
     return _dt.datetime.fromtimestamp(t, _dt.UTC).strftime("%Y-%m-%d")
 
 
-class Identifier:
-    """What a query's population and area are — their digests and masks — the part of the check
-    that needs no record (so a worker can compute it beside the others, and the recorder need
-    not: :mod:`tabsafe.service.recorder`)."""
+class Defence:
+    """The record of answered populations of one server process, kept in step with the store."""
 
-    def __init__(self, data: Any, limits: Any) -> None:
+    def __init__(self, settings: Any, data: Any, store: Any) -> None:
+        self.settings = settings
         self.data = data
-        self.limits = limits
+        self.store = store
+        # a recorded population is replayed whatever the limits of the day: they bound a table's
+        # size, not which records it counts
+        self.limits = settings.limits.model_copy(update={
+            "max_grid_cells": 2**62, "max_area_blocks": 2**62, "max_groups": 2**62, "max_filter_length": 2**62})
+        self.data_id = str(getattr(data, "fingerprint", ""))
+        self.budget = settings.differencing.populations_per_key
+        t_pop, t_area = settings.thresholds()
+        self.active = Defence.records(settings)
+        self.budget_on = settings.differencing.enabled
+        self._lock = threading.Lock()
+        self._digests: dict[str, tuple[str, str | None]] = {}
         #: a population's digests by :func:`population_key` (many queries, one population)
         self._populations: dict[tuple[Any, ...], tuple[str, str | None]] = {}
+        self.last = 0
+        if self.active and getattr(data, "blocks", None) is None and data.geography is not None:
+            raise InputError("the differencing defence needs the prepared records (engine: prepared); "
+                             "switch it off only where no table can be differenced (differencing.enabled)")
+        self.people = Record(data.n, t_pop) if self.active else None
+        self.areas = Record(data.n, t_area) if self.active and data.geography else None
+        db = store._db()
+        db.executescript(POPULATIONS_SCHEMA)
+        if self.active:
+            with self._lock:
+                self._sync(db)
 
-    def masks(self, query: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None, Any]:
+    # ------------------------------------------------------------------ populations of a query
+    def _masks(self, query: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None, Any]:
         """The records of a query's population and area, and the runs outside which both are
         empty (None: the whole data set)."""
         r = resolve(Query.from_json(query), self.data, self.limits)
         return population_mask(self.data, r), area_mask(self.data, r), r.ranges if r.area_label else None
 
-    def identify(self, query: dict[str, Any], people: str | None = None) -> tuple[tuple[str, str | None], Any]:
+    def _identify(self, query: dict[str, Any], people: str | None = None) -> tuple[tuple[str, str | None], Any]:
         """The digests of a query's population and area, and their masks when they had to be
         computed (None when the population's key was seen before: :func:`population_key`);
         ``people``: the population's digest when known (a recorded row's)."""
@@ -150,49 +172,6 @@ class Identifier:
             self._populations.clear()
         self._populations[key] = known
         return known, masks
-
-
-def recorded_limits(limits: Any) -> Any:
-    """The limits a recorded population is computed under: whatever the limits of the day (they
-    bound a table's size, not which records it counts)."""
-    return limits.model_copy(update={
-        "max_grid_cells": 2**62, "max_area_blocks": 2**62, "max_groups": 2**62, "max_filter_length": 2**62})
-
-
-class Defence:
-    """The record of answered populations of one server process, kept in step with the store."""
-
-    def __init__(self, settings: Any, data: Any, store: Any) -> None:
-        self.settings = settings
-        self.data = data
-        self.store = store
-        self.limits = recorded_limits(settings.limits)
-        self.identifier = Identifier(data, self.limits)
-        self.data_id = str(getattr(data, "fingerprint", ""))
-        self.budget = settings.differencing.populations_per_key
-        t_pop, t_area = settings.thresholds()
-        self.active = Defence.records(settings)
-        self.budget_on = settings.differencing.enabled
-        self._lock = threading.Lock()
-        self._digests: dict[str, tuple[str, str | None]] = {}
-        self.last = 0
-        if self.active and getattr(data, "blocks", None) is None and data.geography is not None:
-            raise InputError("the differencing defence needs the prepared records (engine: prepared); "
-                             "switch it off only where no table can be differenced (differencing.enabled)")
-        self.people = Record(data.n, t_pop) if self.active else None
-        self.areas = Record(data.n, t_area) if self.active and data.geography else None
-        db = store._db()
-        db.executescript(POPULATIONS_SCHEMA)
-        if self.active:
-            with self._lock:
-                self._sync(db)
-
-    # ------------------------------------------------------------------ populations of a query
-    def _masks(self, query: dict[str, Any]) -> tuple[np.ndarray, np.ndarray | None, Any]:
-        return self.identifier.masks(query)
-
-    def _identify(self, query: dict[str, Any], people: str | None = None) -> tuple[tuple[str, str | None], Any]:
-        return self.identifier.identify(query, people)
 
     def _knows(self, known: tuple[str, str | None]) -> bool:
         """Whether the record holds the population and the area of these digests."""
@@ -243,22 +222,17 @@ class Defence:
 
     # ------------------------------------------------------------------ the check
     def admit(self, key_id: str | None, query: dict[str, Any],
-              then: Callable[[Any, Refused | None], None] | None = None,
-              identified: tuple[tuple[str, str | None], Any] | None = None) -> Refused | None:
+              then: Callable[[Any, Refused | None], None] | None = None) -> Refused | None:
         """None when the table may be published to ``key_id``; else why not (module docstring).
         ``query`` is the canonical query of an answered table. ``then(db, refused)`` is called
         inside the write transaction when one is needed (the audit row joins it: one commit per
-        query); the caller knows it ran when it did. ``identified``: the query's digests and masks
-        (:meth:`Identifier.identify`), computed by the worker that asks."""
+        query); the caller knows it ran when it did."""
         if not self.budget_on:
             return None
         text = json.dumps(query, sort_keys=True, separators=(",", ":"))
         with self._lock:
             known = self._digests.get(text)
-            if known is None and identified is not None and self.active:
-                known, masks = identified
-                self._digests[text] = known
-            elif known is None and not self.active:
+            if known is None and not self.active:
                 # nothing to record: the budget counts queries by their canonical text
                 known = (hashlib.blake2b(text.encode(), digest_size=16).hexdigest(), None)
                 masks = None
@@ -431,4 +405,4 @@ def _refusal(area: bool, problem: str) -> Refused:
     return Refused("differencing", text)
 
 
-__all__ = ["Defence", "Identifier", "Refused", "area_mask", "budget", "counted", "population_key", "population_mask", "recorded_limits"]
+__all__ = ["Defence", "Refused", "area_mask", "budget", "counted", "population_key", "population_mask"]

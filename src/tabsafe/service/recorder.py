@@ -30,7 +30,6 @@ import socket
 import sys
 from typing import Any
 
-import numpy as np
 import orjson
 
 from tabsafe.service.defence import POPULATIONS_SCHEMA, Refused, budget, counted
@@ -45,38 +44,9 @@ class RecorderUnavailable(Exception):
     """The recorder process does not answer: no table that needs it is let out."""
 
 
-def _frame(obj: Any, blob: bytes = b"") -> bytes:
-    """A message: the lengths of its JSON and of its bytes (4 bytes each), then both."""
+def _frame(obj: Any) -> bytes:
     body = orjson.dumps(obj)
-    return len(body).to_bytes(4, "big") + len(blob).to_bytes(4, "big") + body + blob
-
-
-async def _read(reader: asyncio.StreamReader) -> tuple[dict[str, Any], bytes]:
-    head = await reader.readexactly(8)
-    body = await reader.readexactly(int.from_bytes(head[:4], "big"))
-    blob = await reader.readexactly(int.from_bytes(head[4:], "big"))
-    return orjson.loads(body), blob
-
-
-def pack_mask(mask: np.ndarray, spans: Any) -> bytes:
-    """A population's records as bits: within its runs only, when it has runs (an area's)."""
-    if spans is None:
-        return np.packbits(mask).tobytes()
-    return b"".join(np.packbits(mask[s:e]).tobytes() for s, e in spans)
-
-
-def unpack_mask(blob: bytes, spans: Any, n: int) -> np.ndarray:
-    """:func:`pack_mask` undone, over ``n`` records."""
-    bits = np.frombuffer(blob, dtype=np.uint8)
-    if spans is None:
-        return np.unpackbits(bits, count=n).astype(bool)
-    mask = np.zeros(n, dtype=bool)
-    at = 0
-    for s, e in spans:
-        width = -(-(e - s) // 8)
-        mask[s:e] = np.unpackbits(bits[at:at + width], count=e - s).astype(bool)
-        at += width
-    return mask
+    return len(body).to_bytes(4, "big") + body
 
 
 def canonical(query: dict[str, Any]) -> str:
@@ -85,30 +55,13 @@ def canonical(query: dict[str, Any]) -> str:
 
 
 # ---------------------------------------------------------------------- the recorder's side
-def decide(defence: Any, message: dict[str, Any], blob: bytes = b"") -> dict[str, Any]:
+def decide(defence: Any, message: dict[str, Any]) -> dict[str, Any]:
     """The recorder's answer to one message of a worker: ``admit`` (a table's population, for a
     key: refused or not, and the digest the worker may keep) or ``would`` (whether the record
-    would admit a population: for suggestions). An ``admit`` brings the population's digests and,
-    when the worker computed them, its records (``blob``, :func:`pack_mask`): the recorder, which
-    decides one population at a time, does not compute them again (the worker is this service's
-    own process)."""
+    would admit a population: for suggestions)."""
     op = message.get("op")
     if op == "admit":
-        identified = None
-        if message.get("known") is not None:
-            people, area = message["known"]
-            masks = None
-            if message.get("mask"):
-                spans = None if message.get("spans") is None else tuple(tuple(x) for x in message["spans"])
-                n = defence.data.n
-                area_records = None
-                if spans is not None:
-                    area_records = np.zeros(n, dtype=bool)
-                    for a, b in spans:
-                        area_records[a:b] = True
-                masks = (unpack_mask(blob, spans, n), area_records, spans)
-            identified = ((people, area), masks)
-        refused = defence.admit(message.get("key"), message["query"], identified=identified)
+        refused = defence.admit(message.get("key"), message["query"])
         known = None if refused is not None else defence.recorded(message["query"])
         return {"refused": None if refused is None else [refused.rule, refused.message], "known": known}
     if op == "would":
@@ -119,10 +72,11 @@ def decide(defence: Any, message: dict[str, Any], blob: bytes = b"") -> dict[str
 async def _serve_connection(defence: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
     try:
         while True:
-            message, blob = await _read(reader)
+            head = await reader.readexactly(4)
+            message = orjson.loads(await reader.readexactly(int.from_bytes(head, "big")))
             try:
                 # decided on the loop, with no await inside: messages are decided one at a time
-                reply = decide(defence, message, blob)
+                reply = decide(defence, message)
             except Exception as exc:  # a bug: the worker refuses the table (503) and the log says why
                 log.exception("recorder: cannot decide a message")
                 reply = {"error": type(exc).__name__}
@@ -182,13 +136,9 @@ class RemoteDefence:
     asked it; a plain read of the rows added since it last looked). Only a population the record
     may not hold goes to the recorder."""
 
-    def __init__(self, path: str, store: Any, settings: Any, data: Any) -> None:
-        from tabsafe.service.defence import Identifier, recorded_limits
-
+    def __init__(self, path: str, store: Any, settings: Any, data_id: str) -> None:
         self.path = path
         self.store = store
-        self.identifier = Identifier(data, recorded_limits(settings.limits))
-        data_id = str(getattr(data, "fingerprint", ""))
         self.budget_on = bool(settings.differencing.enabled)
         self.budget = int(settings.differencing.populations_per_key)
         self.data_id = data_id
@@ -218,15 +168,7 @@ class RemoteDefence:
                 if then is not None:
                     then(db, refused)
             return refused
-        # what needs no record is computed here, beside the other workers; the recorder decides
-        (people, area), masks = self.identifier.identify(query)
-        message: dict[str, Any] = {"op": "admit", "key": key_id, "query": query, "known": [people, area],
-                                   "mask": masks is not None}
-        blob = b""
-        if masks is not None:
-            message["spans"] = None if masks[2] is None else [list(x) for x in masks[2]]
-            blob = pack_mask(masks[0], masks[2])
-        reply = await self._ask(message, blob)
+        reply = await self._ask({"op": "admit", "key": key_id, "query": query})
         if reply.get("known") is not None:
             self._keep(text, reply["known"])
         return None if reply["refused"] is None else Refused(*reply["refused"])
@@ -254,9 +196,8 @@ class RemoteDefence:
                 self._sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 self._sock.connect(self.path)
             self._sock.sendall(_frame({"op": "would", "query": query}))
-            head = _recv(self._sock, 8)
-            reply = orjson.loads(_recv(self._sock, int.from_bytes(head[:4], "big")))
-            _recv(self._sock, int.from_bytes(head[4:], "big"))
+            head = _recv(self._sock, 4)
+            reply = orjson.loads(_recv(self._sock, int.from_bytes(head, "big")))
         except OSError as exc:
             self._sock = None
             raise RecorderUnavailable(str(exc)) from None
@@ -264,7 +205,7 @@ class RemoteDefence:
             raise RecorderUnavailable(reply["error"])
         return bool(reply["ok"])
 
-    async def _ask(self, message: dict[str, Any], blob: bytes = b"") -> dict[str, Any]:
+    async def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
         if self._lock is None:
             self._lock = asyncio.Lock()
         async with self._lock:  # one message at a time on this worker's connection
@@ -272,9 +213,10 @@ class RemoteDefence:
                 if self._stream is None:
                     self._stream = await asyncio.open_unix_connection(self.path)
                 reader, writer = self._stream
-                writer.write(_frame(message, blob))
+                writer.write(_frame(message))
                 await writer.drain()
-                reply, _ = await _read(reader)
+                head = await reader.readexactly(4)
+                reply = orjson.loads(await reader.readexactly(int.from_bytes(head, "big")))
             except (OSError, asyncio.IncompleteReadError) as exc:
                 self._stream = None
                 raise RecorderUnavailable(str(exc) or type(exc).__name__) from None

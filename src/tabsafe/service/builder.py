@@ -195,4 +195,4 @@ class Builder(Counting):
         return suggest(self, query, accept, tries)
 
 
-__all__ = ["Builder", "warm_queries", "Check", "Outcome", "Refusal", "Suggestion", "moves", "release_payload"]
+__all__ = ["Builder", "Check", "Outcome", "Refusal", "Suggestion", "moves", "release_payload", "warm_queries"]

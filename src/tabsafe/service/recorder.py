@@ -6,10 +6,10 @@ same split of up to every record, done once per process, and done while the othe
 the store's write lock. Here the supervisor starts one *recorder* process that holds the only
 :class:`~tabsafe.service.defence.Defence` of the server; workers send it, over a Unix socket in a
 directory only the service's user can enter, each table whose population it must decide, and it
-decides them one at a time (the order the record needs). A worker keeps, for the populations the
-record answered it, their digests, so that a table of a population its key was answered today is
-let out without asking (the record never forgets a population; the key's budget is a read of
-the store).
+decides them one at a time (the order the record needs). A table of a population the record
+already holds needs only the key's budget, which the worker counts itself in the store; it knows
+those populations from the recorder's answers and from the store's record (the record never
+forgets a population).
 
 The record still lives in the store (its ``populations`` table) and is replayed from there when
 the recorder starts; servers that share one store (several supervisors) keep each other's

@@ -430,3 +430,22 @@ def test_the_sparse_basis_grows_past_its_first_rows_and_columns():
     assert sparse.n_rows > 130 and sparse.n_cols > 250
     assert sparse.pivots == dense.pivots
     assert (sparse.dense() == dense.rows[:dense.n_rows, :dense.n_cols]).all()
+
+
+@given(st.lists(st.one_of(st.lists(st.booleans(), min_size=N, max_size=N), SMALL), min_size=1, max_size=9))
+def test_a_population_of_most_records_splits_as_the_records_inside_it_would(masks):
+    """Moving the records outside a large population (and renaming regions) gives the regions,
+    their numbers, the bases and the outcomes that moving the records inside gives."""
+    from tabsafe.service import population
+
+    by_outside, by_inside = Record(N, T), Record(N, T)
+    for raw in masks:
+        mask = np.array(raw)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(population, "SPLIT_BY_OUTSIDE", False)
+            expected = by_inside.ask([[mask]])
+        assert by_outside.ask([[mask]]) == expected
+        assert (by_outside.alias[by_outside.labels] == by_inside.alias[by_inside.labels]).all()
+        assert (by_outside.sizes == by_inside.sizes).all()
+        assert (by_outside.A.dense() == by_inside.A.dense()).all()
+        assert (by_outside.L.dense() == by_inside.L.dense()).all()

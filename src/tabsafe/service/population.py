@@ -52,6 +52,8 @@ import numpy as np
 
 #: the prime of the rank arithmetic (module docstring)
 PRIME = 2_097_143
+#: split by a population of most records by moving the records outside it (:meth:`Record.split`)
+SPLIT_BY_OUTSIDE = True
 
 
 class Basis:
@@ -256,13 +258,14 @@ def digest(mask: np.ndarray, spans: tuple[tuple[int, int], ...] | None = None) -
 class Split:
     """What a set of new populations would do to the record (computed, not yet applied)."""
 
-    new_labels: np.ndarray | None  # per record of ``touched``: its region after the split
-    touched: np.ndarray | None  # the records whose region may change
+    new_labels: np.ndarray | None  # per record of ``touched``: its label after the split
+    touched: np.ndarray | None  # the records whose label changes
     sources: np.ndarray  # per new region: the region it is cut from
     sizes: np.ndarray  # sizes of the regions after the split (old ids first, then new ones)
     rows: list[np.ndarray]  # per new population: its indicator over the regions after the split
     row_sizes: list[int]
     digests: list[str]
+    alias: np.ndarray | None = None  # each label's region after the split (None: as before)
 
 
 @dataclass
@@ -284,7 +287,10 @@ class Record:
 
     def __init__(self, n_records: int, threshold: int) -> None:
         self.threshold = max(1, int(threshold))
+        # a record's region is ``alias[labels[record]]``: a population of most records renames
+        # regions through ``alias`` instead of moving most records (:meth:`_split_by_outside`)
         self.labels = np.zeros(n_records, dtype=np.int32)
+        self.alias = np.zeros(1, dtype=np.int64)
         self.sizes = np.array([n_records], dtype=np.int64)
         self.A = Basis(1)
         self.L = Basis(1)
@@ -342,7 +348,9 @@ class Record:
             mask = fresh[0][0][0]
             inside = np.flatnonzero(mask) if spans is None else np.concatenate(
                 [s + np.flatnonzero(mask[s:e]) for s, e in spans] or [np.zeros(0, np.int64)])
-            combo = self.labels[inside].astype(np.int64)
+            if SPLIT_BY_OUTSIDE and 2 * inside.size > mask.size:
+                return self._split_by_outside(mask, fresh[0][0][1])
+            combo = self.alias[self.labels[inside]]
             combo *= 2  # in place: an area's population is small, a filter's may be most records
             combo += 1
         else:
@@ -354,7 +362,7 @@ class Record:
                     sig[m] += (i + 1) * place
                 place *= r
             inside = np.flatnonzero(sig)
-            combo = self.labels[inside].astype(np.int64) * width + sig[inside]
+            combo = self.alias[self.labels[inside]] * width + sig[inside]
         dense = n_regions * width <= 1 << 22
         if dense:
             counts_all = np.bincount(combo, minlength=n_regions * width)
@@ -389,12 +397,49 @@ class Record:
                 digests.append(d)
             place *= r
         if dense:  # each record's new region straight from its combination (one pass)
-            by_combo = np.zeros(n_regions * width, dtype=np.int32)
+            by_combo = np.zeros(n_regions * width, dtype=np.int64)
             by_combo[keys] = new_id
-            new_labels = by_combo[combo]
+            new_region = by_combo[combo]
         else:
-            new_labels = new_id[inverse].astype(np.int32)
-        return Split(new_labels, inside, sources, sizes, rows, row_sizes, digests)
+            new_region = new_id[inverse]
+        # a new region gets a new label of its own; a record that keeps its region keeps its label
+        moved = np.flatnonzero(new_region >= n_regions)
+        n_labels = self.alias.size
+        alias = np.concatenate([self.alias, n_regions + np.arange(n_new, dtype=np.int64)])
+        new_labels = (n_labels + new_region[moved] - n_regions).astype(np.int32)
+        return Split(new_labels, inside[moved], sources, sizes, rows, row_sizes, digests, alias)
+
+    def _split_by_outside(self, mask: np.ndarray, d: str) -> Split:
+        """The split by one population of most records, made by moving the records *outside*
+        it, with the same regions and the same numbering as :meth:`split` moving those inside
+        (what the rule sees of the bases depends on the numbering): in a region it cuts, the part
+        inside takes a new number and the part outside keeps the old one, as there; here the
+        part outside gets a new label that ``alias`` gives the old number, and the labels of the
+        region's records are renamed to the new number through ``alias``."""
+        n_regions, n_labels = self.regions, self.alias.size
+        outside = np.flatnonzero(~mask)
+        region_out = self.alias[self.labels[outside]]
+        out_count = np.bincount(region_out, minlength=n_regions)
+        in_count = self.sizes - out_count
+        # regions cut in two: their part inside takes a new number, in the order of the regions
+        cut = np.flatnonzero((in_count > 0) & (out_count > 0))
+        n_new = int(cut.size)
+        new_number = np.full(n_regions, -1, dtype=np.int64)
+        new_number[cut] = n_regions + np.arange(n_new)
+        sizes = np.concatenate([np.where(new_number >= 0, out_count, self.sizes), in_count[cut]])
+        row = np.zeros(n_regions + n_new, dtype=np.int64)
+        row[np.flatnonzero((in_count > 0) & (out_count == 0))] = 1  # regions wholly inside
+        row[n_regions:] = 1
+        # every label of a cut region now names the part inside; new labels name the parts outside
+        alias = self.alias.copy()
+        renamed = new_number[alias] >= 0
+        alias[renamed] = new_number[alias[renamed]]
+        alias = np.concatenate([alias, cut])
+        part = np.full(n_regions, -1, dtype=np.int64)
+        part[cut] = np.arange(n_new)
+        moved = np.flatnonzero(part[region_out] >= 0)
+        new_labels = (n_labels + part[region_out[moved]]).astype(np.int32)
+        return Split(new_labels, outside[moved], cut, sizes, [row], [int(mask.size - outside.size)], [d], alias)
 
     # ------------------------------------------------------------------ the rule
     def _isolated(self, basis: Basis, sizes: np.ndarray) -> bool:
@@ -452,6 +497,8 @@ class Record:
         split = trial.split
         if split.touched is not None:
             self.labels[split.touched] = split.new_labels
+        if split.alias is not None:
+            self.alias = split.alias
         self.sizes = split.sizes
         if trial.A is not None and trial.L is not None:
             self.A, self.L = trial.A, trial.L

@@ -402,12 +402,15 @@ class Record:
             new_region = by_combo[combo]
         else:
             new_region = new_id[inverse]
-        # a new region gets a new label of its own; a record that keeps its region keeps its label
-        moved = np.flatnonzero(new_region >= n_regions)
-        n_labels = self.alias.size
-        alias = np.concatenate([self.alias, n_regions + np.arange(n_new, dtype=np.int64)])
-        new_labels = (n_labels + new_region[moved] - n_regions).astype(np.int32)
-        return Split(new_labels, inside[moved], sources, sizes, rows, row_sizes, digests, alias)
+        return Split(*self._relabel(inside, new_region), sources, sizes, rows, row_sizes, digests,
+                     np.concatenate([self.alias, n_regions + np.arange(n_new, dtype=np.int64)]))
+
+    def _relabel(self, inside: np.ndarray, new_region: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The new labels of the records that change region, and those records: a new region
+        gets a new label of its own (after the present ones, in the order of the new regions); a
+        record that keeps its region keeps its label."""
+        moved = np.flatnonzero(new_region >= self.regions)
+        return (self.alias.size + new_region[moved] - self.regions).astype(np.int32), inside[moved]
 
     def _split_by_outside(self, mask: np.ndarray, d: str) -> Split:
         """The split by one population of most records, made by moving the records *outside*

@@ -25,7 +25,7 @@ nothing to average.
 
 How it is checked, incrementally. The answered populations cut the records into *regions* (the
 records every answered population takes or leaves together; each record's region is kept, one
-``int32`` per record). Over the regions, modulo a prime ``P``, two reduced row-echelon bases are
+``int32`` label per record and a table from labels to regions). Over the regions, modulo a prime ``P``, two reduced row-echelon bases are
 kept: ``A`` of every answered population, ``L`` of those of ``t`` records or more. Rule 2 is
 ``rank A == rank L + (answered populations under t)``. Rule 1 is checked on ``L``: no region under
 ``t`` records is a combination (a reduced basis holds ``e_r`` exactly when ``e_r`` is in its span,

@@ -229,7 +229,7 @@ class Defence:
         query); the caller knows it ran when it did."""
         if not self.budget_on:
             return None
-        text = json.dumps(query, sort_keys=True, separators=(",", ":"))
+        text = canonical(query)
         with self._lock:
             known = self._digests.get(text)
             if known is None and not self.active:
@@ -337,7 +337,7 @@ class Defence:
         let it out), else None: a worker that keeps it lets the same table out again to a key
         counted for it without asking (:mod:`tabsafe.service.recorder`)."""
         with self._lock:
-            known = self._digests.get(json.dumps(query, sort_keys=True, separators=(",", ":")))
+            known = self._digests.get(canonical(query))
             if known is None or (self.active and not self._knows(known)):
                 return None
             return known[0]
@@ -387,6 +387,11 @@ def budget(db: Any, key_id: str | None, pop: str, limit: int) -> Refused | None:
     return None
 
 
+def canonical(query: dict[str, Any]) -> str:
+    """The text by which the record knows a canonical query (stored with each population)."""
+    return json.dumps(query, sort_keys=True, separators=(",", ":"))
+
+
 def counted(db: Any, key_id: str | None, pop: str) -> bool:
     """Whether a key's budget of the day already counts a population (a plain read of the store:
     a counted population stays counted all day)."""
@@ -405,4 +410,4 @@ def _refusal(area: bool, problem: str) -> Refused:
     return Refused("differencing", text)
 
 
-__all__ = ["Defence", "Refused", "area_mask", "budget", "counted", "population_key", "population_mask"]
+__all__ = ["Defence", "Refused", "area_mask", "budget", "canonical", "counted", "population_key", "population_mask"]

@@ -32,7 +32,7 @@ from typing import Any
 
 import orjson
 
-from tabsafe.service.defence import POPULATIONS_SCHEMA, Refused, budget, counted
+from tabsafe.service.defence import POPULATIONS_SCHEMA, Refused, budget, canonical, counted
 
 log = logging.getLogger("tabsafe.service")
 
@@ -47,11 +47,6 @@ class RecorderUnavailable(Exception):
 def _frame(obj: Any) -> bytes:
     body = orjson.dumps(obj)
     return len(body).to_bytes(4, "big") + body
-
-
-def canonical(query: dict[str, Any]) -> str:
-    """The text by which the defence knows a canonical query (as :meth:`Defence.admit`)."""
-    return json.dumps(query, sort_keys=True, separators=(",", ":"))
 
 
 # ---------------------------------------------------------------------- the recorder's side
@@ -235,4 +230,4 @@ def _recv(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
-__all__ = ["RecorderUnavailable", "RemoteDefence", "canonical", "decide", "run_recorder"]
+__all__ = ["RecorderUnavailable", "RemoteDefence", "decide", "run_recorder"]

@@ -41,7 +41,7 @@ def _recorder(small_census, tmp_path, **differencing):
     assert ready.wait(120), "the recorder did not start"
 
     def worker() -> RemoteDefence:
-        return RemoteDefence(path, Store(settings.store_path), settings, str(data.fingerprint))
+        return RemoteDefence(path, Store(settings.store_path), settings, data)
 
     return proc, worker
 
@@ -69,6 +69,11 @@ def test_workers_ask_the_recorder_and_decide_known_populations_themselves(small_
         assert await second.admit_async("c", FILLER) is None
         assert await second.admit_async("c", PAIR[0]) is None  # counted already: no new population
         assert await first.admit_async("d", PAIR[0]) is None  # another worker, another key
+        # the same population in other variables: the worker knows it without asking
+        assert await first.admit_async("d", {**PAIR[0], "dimensions": [{"variable": "age", "level": 1}]}) is None
+        # ... but not the same variables over a part of it (a category left out: fewer records)
+        with pytest.raises(RecorderUnavailable):
+            await first.admit_async("d", {**PAIR[0], "dimensions": [{"variable": "sex", "categories": ["1"]}]})
         # ... and a population it may not hold is not let out
         with pytest.raises(RecorderUnavailable):
             await second.admit_async("c", {"dimensions": [{"variable": "sex"}], "area": ["R1A003"],
@@ -95,6 +100,37 @@ def test_the_budget_counted_by_a_worker_refuses_a_population_past_it(small_censu
         assert over is not None and over.rule == "populations_per_key"
 
     asyncio.run(main())
+
+
+def test_a_worker_asks_many_populations_at_once_and_each_gets_its_own_answer(small_census, tmp_path):
+    """Messages go out without waiting for the replies before them: each reply must complete its
+    own request (the recorder answers in order)."""
+    import yaml
+
+    from tabsafe.service.defence import population_mask
+    from tabsafe.service.population import digest
+    from tabsafe.service.query import Query, resolve
+
+    proc, worker = _recorder(small_census, tmp_path, populations_per_key=100)
+    w = worker()
+    codes = yaml.safe_load((small_census.directory / "meta.yaml").read_text())["variables"]["area"]["codes"]
+    queries = [{"dimensions": [{"variable": "sex"}], "area": [c], "measure": "count"} for c in codes[:40]]
+    masks = [population_mask(w.data, resolve(Query.from_json(q), w.data, w.limits)) for q in queries]
+    # disjoint areas each over the minimum: every one is let out, whatever the order
+    queries = [q for q, m in zip(queries, masks) if m.sum() >= RULES["min_area_population"]][:12]
+    assert len(queries) >= 6
+
+    async def main() -> list:
+        try:
+            return await asyncio.gather(*(w.admit_async("a", q) for q in queries))
+        finally:
+            proc.terminate()
+            proc.join(30)
+
+    assert asyncio.run(main()) == [None] * len(queries)
+    # each population's digest, as the worker learnt it from its reply, is that population's own
+    assert w._known == {w._key(q): digest(population_mask(w.data, resolve(Query.from_json(q), w.data, w.limits)))
+                        for q in queries}
 
 
 def _children(pid: int) -> dict[int, str]:

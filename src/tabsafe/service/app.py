@@ -133,7 +133,7 @@ def create_app(settings: Settings, *, data: Any = None, recorder: str | None = N
     app.state.builder.warm()
     app.state.store = Store(settings.store_path, key_path=settings.audit_key_path)
     app.state.defence = Defence(settings, data, app.state.store) if recorder is None else \
-        RemoteDefence(recorder, app.state.store, settings, str(getattr(data, "fingerprint", "")))
+        RemoteDefence(recorder, app.state.store, settings, data)
     app.state.answers = AnswerCache(settings.prepared_path / "answers.sqlite", fingerprint(settings, data.fingerprint),
                                     settings.limits.answers_kept)
 

@@ -100,6 +100,14 @@ def population_key(r: Resolved) -> tuple[Any, ...]:
     return r.ranges, r.area_label is not None, r.query.where, restricted
 
 
+def replay_limits(settings: Any) -> Any:
+    """The limits under which a recorded query is resolved again: a recorded population is
+    replayed whatever the limits of the day (they bound a table's size, not which records it
+    counts)."""
+    return settings.limits.model_copy(update={
+        "max_grid_cells": 2**62, "max_area_blocks": 2**62, "max_groups": 2**62, "max_filter_length": 2**62})
+
+
 def area_mask(data: Any, r: Resolved) -> np.ndarray | None:
     """The records of the query's user-defined area (None: no area)."""
     if r.area_label is None:
@@ -121,10 +129,7 @@ class Defence:
         self.settings = settings
         self.data = data
         self.store = store
-        # a recorded population is replayed whatever the limits of the day: they bound a table's
-        # size, not which records it counts
-        self.limits = settings.limits.model_copy(update={
-            "max_grid_cells": 2**62, "max_area_blocks": 2**62, "max_groups": 2**62, "max_filter_length": 2**62})
+        self.limits = replay_limits(settings)
         self.data_id = str(getattr(data, "fingerprint", ""))
         self.budget = settings.differencing.populations_per_key
         t_pop, t_area = settings.thresholds()
@@ -410,4 +415,5 @@ def _refusal(area: bool, problem: str) -> Refused:
     return Refused("differencing", text)
 
 
-__all__ = ["Defence", "Refused", "area_mask", "budget", "canonical", "counted", "population_key", "population_mask"]
+__all__ = ["Defence", "Refused", "area_mask", "budget", "canonical", "counted", "population_key", "population_mask",
+           "replay_limits"]

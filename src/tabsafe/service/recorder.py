@@ -22,6 +22,7 @@ supervisor then stops the whole server.
 from __future__ import annotations
 
 import asyncio
+import collections
 import json
 import logging
 import os
@@ -32,7 +33,9 @@ from typing import Any
 
 import orjson
 
-from tabsafe.service.defence import POPULATIONS_SCHEMA, Refused, budget, canonical, counted
+from tabsafe.errors import TabsafeError
+from tabsafe.service.defence import POPULATIONS_SCHEMA, Refused, budget, counted, population_key, replay_limits
+from tabsafe.service.query import Query, resolve
 
 log = logging.getLogger("tabsafe.service")
 
@@ -86,7 +89,6 @@ async def _serve_connection(defence: Any, reader: asyncio.StreamReader, writer: 
 def run_recorder(settings_json: str, path: str, ready: Any) -> None:
     """The recorder process: open the data and the store, replay the record, listen on ``path``
     and say it is ready; until SIGTERM."""
-    from tabsafe.errors import TabsafeError
     from tabsafe.service.defence import Defence
     from tabsafe.service.planned import open_data
     from tabsafe.service.processes import follow_parent, name_process
@@ -128,19 +130,25 @@ class RemoteDefence:
     counts itself in the store (``then`` joins that transaction, as with a local defence). It
     learns which populations the record holds from the recorder's answers and from the store's
     ``populations`` table (each row: a population's digest and the canonical query that first
-    asked it; a plain read of the rows added since it last looked). Only a population the record
-    may not hold goes to the recorder."""
+    asked it; a plain read of the rows added since it last looked). It knows them by what
+    decides the records a query counts (its area, filter and kept categories), not by the query:
+    a table of the same population in other variables is decided here too. Only a population the
+    record may not hold goes to the recorder."""
 
-    def __init__(self, path: str, store: Any, settings: Any, data_id: str) -> None:
+    def __init__(self, path: str, store: Any, settings: Any, data: Any) -> None:
         self.path = path
         self.store = store
         self.budget_on = bool(settings.differencing.enabled)
         self.budget = int(settings.differencing.populations_per_key)
-        self.data_id = data_id
-        self._known: dict[str, str] = {}
+        self.data = data
+        self.data_id = str(getattr(data, "fingerprint", ""))
+        self.limits = replay_limits(settings)
+        #: a population's digest by :func:`~tabsafe.service.defence.population_key`: what decides
+        #: the records a query counts, whatever its variables (many tables, one population)
+        self._known: dict[tuple[Any, ...], str] = {}
         self._seen = 0  # the last row of the store's record read into ``_known``
-        self._lock: asyncio.Lock | None = None
-        self._stream: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self._replies: _Replies | None = None
+        self._connecting: asyncio.Future[None] | None = None
         self._sock: socket.socket | None = None
         store._db().executescript(POPULATIONS_SCHEMA)
 
@@ -150,11 +158,11 @@ class RemoteDefence:
         worker decides; when the recorder decides, it is not called."""
         if not self.budget_on:
             return None
-        text = canonical(query)
-        pop = self._known.get(text)
+        people = self._key(query)
+        pop = self._known.get(people)
         if pop is None:
             self._catch_up()
-            pop = self._known.get(text)
+            pop = self._known.get(people)
         if pop is not None:  # the record holds the population: only the key's budget decides
             if counted(self.store._db(), key_id, pop):
                 return None
@@ -165,14 +173,17 @@ class RemoteDefence:
             return refused
         reply = await self._ask({"op": "admit", "key": key_id, "query": query})
         if reply.get("known") is not None:
-            self._keep(text, reply["known"])
+            self._keep(people, reply["known"])
         return None if reply["refused"] is None else Refused(*reply["refused"])
 
-    def _keep(self, text: str, pop: str) -> None:
+    def _key(self, query: dict[str, Any]) -> tuple[Any, ...]:
+        return population_key(resolve(Query.from_json(query), self.data, self.limits))
+
+    def _keep(self, people: tuple[Any, ...], pop: str) -> None:
         if len(self._known) >= KNOWN_KEPT:
             for old in list(self._known)[:KNOWN_KEPT // 2]:
                 del self._known[old]
-        self._known[text] = pop
+        self._known[people] = pop
 
     def _catch_up(self) -> None:
         """Read the populations recorded since the last look (their canonical queries and digests)."""
@@ -180,7 +191,12 @@ class RemoteDefence:
                                         (self._seen,)).fetchall()
         for seq, text, pop, data_id in rows:
             if data_id == self.data_id:
-                self._keep(text, pop)
+                try:
+                    people = self._key(json.loads(text))
+                except TabsafeError:  # a query the record replays, but this worker cannot read: it asks
+                    people = None
+                if people is not None:
+                    self._keep(people, pop)
             self._seen = int(seq)
 
     def would_admit(self, query: dict[str, Any]) -> bool:
@@ -201,23 +217,74 @@ class RemoteDefence:
         return bool(reply["ok"])
 
     async def _ask(self, message: dict[str, Any]) -> dict[str, Any]:
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:  # one message at a time on this worker's connection
+        """Send ``message`` and wait for its reply. Messages are not sent one at a time: each
+        request of the worker writes its message at once, and the recorder, which decides them in
+        the order they come, replies in that order. (Holding a lock from a message to its reply
+        had made every new population of a worker wait for the previous one's reply *and* for
+        that request's next turn on the loop, a queue of its own.)"""
+        if self._replies is None or self._replies.lost:
+            if self._connecting is None:
+                self._connecting = asyncio.ensure_future(self._connect())
             try:
-                if self._stream is None:
-                    self._stream = await asyncio.open_unix_connection(self.path)
-                reader, writer = self._stream
-                writer.write(_frame(message))
-                await writer.drain()
-                head = await reader.readexactly(4)
-                reply = orjson.loads(await reader.readexactly(int.from_bytes(head, "big")))
-            except (OSError, asyncio.IncompleteReadError) as exc:
-                self._stream = None
+                await asyncio.shield(self._connecting)
+            except OSError as exc:
                 raise RecorderUnavailable(str(exc) or type(exc).__name__) from None
+            finally:
+                self._connecting = None
+        replies = self._replies
+        assert replies is not None
+        reply = await replies.send(message)
         if "error" in reply:
             raise RecorderUnavailable(reply["error"])
         return reply
+
+    async def _connect(self) -> None:
+        loop = asyncio.get_running_loop()
+        _, self._replies = await loop.create_unix_connection(_Replies, self.path)
+
+
+class _Replies(asyncio.Protocol):
+    """A worker's connection to the recorder: messages go out as they are asked, and each reply,
+    parsed as soon as its bytes arrive, completes the oldest request still waiting (the
+    recorder replies in order)."""
+
+    def __init__(self) -> None:
+        self.waiting: collections.deque[asyncio.Future[dict[str, Any]]] = collections.deque()
+        self.buffer = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.lost: BaseException | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+
+    def send(self, message: dict[str, Any]) -> asyncio.Future[dict[str, Any]]:
+        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        if self.lost is not None or self.transport is None:
+            future.set_exception(RecorderUnavailable(str(self.lost) or "the recorder closed the connection"))
+            return future
+        # a request cancelled while it waits keeps its place: its reply still comes, and is dropped
+        self.waiting.append(future)
+        self.transport.write(_frame(message))
+        return future
+
+    def data_received(self, data: bytes) -> None:
+        self.buffer += data
+        while len(self.buffer) >= 4:
+            size = int.from_bytes(self.buffer[:4], "big")
+            if len(self.buffer) < 4 + size:
+                break
+            reply = orjson.loads(bytes(self.buffer[4:4 + size]))
+            del self.buffer[:4 + size]
+            future = self.waiting.popleft()
+            if not future.done():
+                future.set_result(reply)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost = exc or ConnectionError("the recorder closed the connection")
+        while self.waiting:
+            future = self.waiting.popleft()
+            if not future.done():
+                future.set_exception(RecorderUnavailable(str(self.lost)))
 
 
 def _recv(sock: socket.socket, n: int) -> bytes:

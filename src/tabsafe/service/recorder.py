@@ -34,7 +34,15 @@ from typing import Any
 import orjson
 
 from tabsafe.errors import TabsafeError
-from tabsafe.service.defence import POPULATIONS_SCHEMA, Refused, budget, counted, population_key, replay_limits
+from tabsafe.service.defence import (
+    POPULATIONS_SCHEMA,
+    Refused,
+    budget,
+    canonical,
+    counted,
+    population_key,
+    replay_limits,
+)
 from tabsafe.service.query import Query, resolve
 
 log = logging.getLogger("tabsafe.service")
@@ -143,9 +151,10 @@ class RemoteDefence:
         self.data = data
         self.data_id = str(getattr(data, "fingerprint", ""))
         self.limits = replay_limits(settings)
-        #: a population's digest by :func:`~tabsafe.service.defence.population_key`: what decides
-        #: the records a query counts, whatever its variables (many tables, one population)
-        self._known: dict[tuple[Any, ...], str] = {}
+        #: a population's digest by its query's canonical text (a table asked again: no work) and
+        #: by :func:`~tabsafe.service.defence.population_key`, what decides the records a query
+        #: counts whatever its variables (many tables, one population: one query resolved)
+        self._known: dict[str | tuple[Any, ...], str] = {}
         self._seen = 0  # the last row of the store's record read into ``_known``
         self._replies: _Replies | None = None
         self._connecting: asyncio.Future[None] | None = None
@@ -158,11 +167,16 @@ class RemoteDefence:
         worker decides; when the recorder decides, it is not called."""
         if not self.budget_on:
             return None
-        people = self._key(query)
-        pop = self._known.get(people)
+        text = canonical(query)
+        pop = self._known.get(text)
         if pop is None:
-            self._catch_up()
+            people = self._key(query)
             pop = self._known.get(people)
+            if pop is None:
+                self._catch_up()
+                pop = self._known.get(people)
+            if pop is not None:
+                self._keep(text, pop)
         if pop is not None:  # the record holds the population: only the key's budget decides
             if counted(self.store._db(), key_id, pop):
                 return None
@@ -173,17 +187,18 @@ class RemoteDefence:
             return refused
         reply = await self._ask({"op": "admit", "key": key_id, "query": query})
         if reply.get("known") is not None:
+            self._keep(text, reply["known"])
             self._keep(people, reply["known"])
         return None if reply["refused"] is None else Refused(*reply["refused"])
 
     def _key(self, query: dict[str, Any]) -> tuple[Any, ...]:
         return population_key(resolve(Query.from_json(query), self.data, self.limits))
 
-    def _keep(self, people: tuple[Any, ...], pop: str) -> None:
+    def _keep(self, known: str | tuple[Any, ...], pop: str) -> None:
         if len(self._known) >= KNOWN_KEPT:
             for old in list(self._known)[:KNOWN_KEPT // 2]:
                 del self._known[old]
-        self._known[people] = pop
+        self._known[known] = pop
 
     def _catch_up(self) -> None:
         """Read the populations recorded since the last look (their canonical queries and digests)."""
@@ -195,6 +210,7 @@ class RemoteDefence:
                     people = self._key(json.loads(text))
                 except TabsafeError:  # a query the record replays, but this worker cannot read: it asks
                     people = None
+                self._keep(text, pop)
                 if people is not None:
                     self._keep(people, pop)
             self._seen = int(seq)

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -46,10 +47,24 @@ def _census(areas: int) -> Path:
     return directory
 
 
+#: a whole process stopped past this many seconds (reported as such)
+TIMEOUT = float(os.environ.get("TABSAFE_BENCH_AUDIT_TIMEOUT", "900"))
+
+
 def _timed(argv: list[str]) -> dict:
-    """A whole process: wall seconds, CPU (user + sys) and max RSS, exit status."""
+    """A whole process: wall seconds, CPU (user + sys) and max RSS, exit status; a process still
+    running after :data:`TIMEOUT` seconds is stopped and reported as timed out."""
     started = time.perf_counter()
-    out = subprocess.run(["/usr/bin/time", "-f", "TIME %U %S %M", *argv], capture_output=True, text=True)
+    # its own process group: on a timeout the audit itself is stopped, not only /usr/bin/time
+    proc = subprocess.Popen(["/usr/bin/time", "-f", "TIME %U %S %M", *argv], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return {"wall_seconds": round(time.perf_counter() - started, 2), "status": "timed out", "timeout_s": TIMEOUT}
+    out = subprocess.CompletedProcess(argv, proc.returncode, stdout, stderr)
     wall = time.perf_counter() - started
     line = [x for x in out.stderr.splitlines() if x.startswith("TIME ")][-1].split()
     return {"wall_seconds": round(wall, 2), "cpu_seconds": round(float(line[1]) + float(line[2]), 2),

@@ -376,6 +376,17 @@ class ExtremeSolver:
             self._warm = True
         status = h.getModelStatus()
         S = highspy.HighsModelStatus
+        if status not in (S.kOptimal, S.kUnbounded, S.kUnboundedOrInfeasible) and self._warm:
+            # the warm primal simplex can stall on a degenerate basis (HiGHS then reports
+            # "Unknown": seen on a randomly rounded release of 6,048 cells): solve this one again
+            # from scratch, as the first call is solved, and go on warm from its basis
+            h.clearSolver()
+            h.setOptionValue("presolve", "on")
+            h.setOptionValue("simplex_strategy", 1)
+            h.run()
+            h.setOptionValue("presolve", "off")
+            h.setOptionValue("simplex_strategy", 4)
+            status = h.getModelStatus()
         if status == S.kOptimal:
             sol = h.getSolution()
             return Extreme(float(h.getInfo().objective_function_value), np.array(sol.col_value),

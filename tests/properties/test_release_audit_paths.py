@@ -13,11 +13,12 @@ bounded noise, here, without tabsafe's methods.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import linprog
 
-from tabsafe import Microdata, tabulate
+from tabsafe import Hierarchy, Microdata, tabulate
 from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.release.audit import _System, audit_release, central_point, published_bounds
 from tests.properties.test_release_properties import _hierarchy, releases
@@ -100,3 +101,47 @@ def test_fast_release_audit_matches_the_programs_and_the_oracle(release, kind: s
     assert point is not None
     assert np.abs(cells.relations @ point).max() <= 1e-6
     assert (point >= lo - 1e-9).all() and (point <= hi + 1e-9).all()
+
+
+def test_moves_settle_the_zeros_of_a_sparse_category() -> None:
+    """A category almost no one has (the demo's 'not stated' citizenship): controlled rounding
+    publishes its cells as 0, beside 0s in every direction, and every move between sibling
+    leaves in all variables at once meets a 0 at its bound both ways (the chains of the margins'
+    moves reach a few inner cells, not these). Moves between siblings in one variable, carried to
+    the totals in the others, widen each such cell to a width of 1 — and no wider than linprog's
+    interval. Without them, those cells are left to the programs."""
+    from tabsafe.protect.controlled_rounding import ControlledRounding
+    from tabsafe.release import protect_release
+    from tabsafe.release.audit import _follow, feasible_point, move_intervals, moves_of
+
+    rng = np.random.default_rng(7)
+    areas = {f"R{r}": [f"R{r}A{i}" for i in range(9)] for r in range(2)}
+    leaves = [a for kids in areas.values() for a in kids]
+    n = 3000
+    frame = pd.DataFrame({"area": rng.choice(leaves, n), "age": rng.choice([str(i) for i in range(9)], n),
+                          "cit": rng.choice(["own", "other"], n)})
+    frame.loc[rng.choice(n, 5, replace=False), "cit"] = "unstated"  # five persons in 162 inner cells
+    table = tabulate(Microdata.from_frame(frame), ["area", "age", "cit"],
+                     hierarchies={"area": Hierarchy.from_tree(areas)})
+    result = protect_release([table], ControlledRounding(base=3), names=["t"])
+    cells = result.cells
+    published = [np.asarray(p.release.table.column("count"), dtype=float) for p in result.protections]
+    lo, hi = published_bounds(cells, published, bases=[3])
+    point = feasible_point(cells, published, lo, hi)
+    assert point is not None
+    unknown = hi - lo > 1e-7
+    first_lo, first_hi = point.copy(), point.copy()
+    for shift in range(1, 7):
+        for backward in (False, True):
+            _follow(cells, moves_of(cells, backward, shift), point, lo, hi, unknown, first_lo, first_hi)
+    left = np.flatnonzero(unknown & (first_hi - first_lo < 1.0))
+    assert left.size >= 20  # the first kind leaves the zeros
+    reach_lo, reach_hi = move_intervals(cells, point, lo, hi, unknown)
+    assert not (unknown & (reach_hi - reach_lo < 1.0)).any()
+    A = cells.relations.toarray()
+    for c in left.tolist():  # within the intruder's interval (linprog)
+        for sense, reach in ((1.0, reach_lo[c]), (-1.0, reach_hi[c])):
+            cost = np.zeros(cells.n_cells)
+            cost[c] = sense
+            lp = linprog(cost, A_eq=A, b_eq=np.zeros(A.shape[0]), bounds=list(zip(lo, hi)), method="highs")
+            assert lp.status == 0 and sense * reach >= lp.fun - _TOL, (cells.name(c), reach, sense * lp.fun)

@@ -123,22 +123,29 @@ class Basis:
         self._room(n + k, self.n_rows)
         self._inc[n:n + k] = self._inc[sources]
         hit = np.unpackbits(np.bitwise_or.reduce(self._inc[sources], axis=0), bitorder="little")[:self.n_rows]
-        unique = np.unique(sources).size == k
-        if unique:  # one population's split: each source gives one new column
+        rows = np.flatnonzero(hit).tolist()
+        if rows and np.unique(sources).size == k:  # one population's split: each source gives one new column
             pos = np.full(n, -1, dtype=np.int64)
             pos[sources] = np.arange(k)
-        for i in np.flatnonzero(hit).tolist():
-            cols, vals = self._cols[i], self._vals[i]
-            if unique:
-                p = pos[cols]
-                at = np.flatnonzero(p >= 0)
-                new = n + p[at]
-            else:  # groups of a recode: a source may give several new columns
+            # every hit row's entries at once: which are at a source, and the copies they get
+            lens = [self._cols[i].size for i in rows]
+            flat = pos[np.concatenate([self._cols[i] for i in rows])]
+            at = flat >= 0
+            new = n + flat[at]
+            copied = np.concatenate([self._vals[i] for i in rows])[at]
+            ends = np.cumsum(np.bincount(np.repeat(np.arange(len(rows)), lens)[at], minlength=len(rows))).tolist()
+            start = 0
+            for i, end in zip(rows, ends):
+                self._cols[i] = np.concatenate((self._cols[i], new[start:end]))
+                self._vals[i] = np.concatenate((self._vals[i], copied[start:end]))
+                start = end
+        else:
+            for i in rows:  # groups of a recode: a source may give several new columns
+                cols, vals = self._cols[i], self._vals[i]
                 pairs = [(a, n + j) for j, src in enumerate(sources.tolist()) for a in np.flatnonzero(cols == src)]
-                at = np.array([a for a, _ in pairs], dtype=np.int64)
-                new = np.array([c for _, c in pairs], dtype=np.int64)
-            self._cols[i] = np.concatenate([cols, new])
-            self._vals[i] = np.concatenate([vals, vals[at]])
+                at_ = np.array([a for a, _ in pairs], dtype=np.int64)
+                self._cols[i] = np.concatenate([cols, np.array([c for _, c in pairs], dtype=np.int64)])
+                self._vals[i] = np.concatenate([vals, vals[at_]])
         self.n_cols += k
 
     def reduce(self, v: np.ndarray, sources: np.ndarray | None = None) -> np.ndarray:

@@ -208,7 +208,9 @@ def _resolve_dim(dim: Dim, var: Variable, limits: Any, inside: np.ndarray | None
             shown.setdefault(a, parent)
             parent = a
         shown[c] = parent
-    ordered = {c: shown[c] for c in h.order if c in shown}
+    # in the hierarchy's order: the shown codes sorted, not every code of the hierarchy scanned
+    # (a user-defined area shows a few dozen of the geography's thousands of codes)
+    ordered = {c: shown[c] for c in sorted(shown, key=h.position.__getitem__)}
     display = Hierarchy.from_parents(ordered, total=h.total, source=f"variable {var.name!r}")
     targets = tuple(tuple(display.position[a] for a in display.ancestors(c)) for c in cats)
     full = dim.categories is not None and len(cats) == len(var.at_level(level))

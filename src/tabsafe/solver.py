@@ -370,13 +370,14 @@ class ExtremeSolver:
         self._set_cost(np.asarray(cost, dtype=np.float64))
         h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize)
         h.run()
-        if not self._warm:  # from now on: re-optimise the last basis (class docstring)
+        warm = self._warm
+        if not warm:  # from now on: re-optimise the last basis (class docstring)
             h.setOptionValue("presolve", "off")
             h.setOptionValue("simplex_strategy", 4)
             self._warm = True
         status = h.getModelStatus()
         S = highspy.HighsModelStatus
-        if status not in (S.kOptimal, S.kUnbounded, S.kUnboundedOrInfeasible) and self._warm:
+        if status not in (S.kOptimal, S.kUnbounded, S.kUnboundedOrInfeasible) and warm:
             # the warm primal simplex can stall on a degenerate basis (HiGHS then reports
             # "Unknown": seen on a randomly rounded release of 6,048 cells): solve this one again
             # from scratch, as the first call is solved, and go on warm from its basis

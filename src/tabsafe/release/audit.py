@@ -401,8 +401,8 @@ def move_intervals(cells: ReleaseCells, point: np.ndarray, lower: np.ndarray, up
     Each table gives one move per cell: the tensor product, over its variables, of a difference of
     two sibling leaves or a chain from a leaf up to the total (additive along every hierarchy, so
     additive in the table); then, for each variable, one that moves between siblings in that
-    variable only, with the chains of the others. A cell several tables hold gets the union of their moves (they agree
-    on the cells they share). A move that breaks a relation of the release or touches a cell
+    variable only, with the chains of the others. A cell several tables hold gets the union of
+    their moves (they agree on the cells they share). A move that breaks a relation of the release or touches a cell
     published exactly is dropped; the others are followed from ``point`` both ways as far as
     every bound of their cells allows, and each cell's range takes in what every move through
     it reaches. On a rounded release (the published table is such a point: additive and within
@@ -448,6 +448,7 @@ def moves_of(cells: ReleaseCells, backward: bool, shift: int = 1, alone: int | N
     """One move per release cell (a row over the cells): the union of its tables' moves
     (``alone``: :func:`_table_moves`)."""
     n = cells.n_cells
+    # a table of fewer variables than ``alone`` names moves its first variable alone
     by_table = [_table_moves(t, rows, n, backward, shift, alone if alone is None or alone < len(t.dimensions) else 0)
                 for t, rows in zip(cells.tables, cells.cells)]
     # the release cell each move is for, and the union over the tables holding it

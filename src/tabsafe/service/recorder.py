@@ -205,7 +205,8 @@ class RemoteDefence:
         rows = self.store._db().execute("SELECT seq, query, digest, data FROM populations WHERE seq > ? ORDER BY seq",
                                         (self._seen,)).fetchall()
         for seq, text, pop, data_id in rows:
-            if data_id == self.data_id:
+            # a population this worker asked about is kept already, by text and key, from its reply
+            if data_id == self.data_id and text not in self._known:
                 try:
                     people = self._key(json.loads(text))
                 except TabsafeError:  # a query the record replays, but this worker cannot read: it asks

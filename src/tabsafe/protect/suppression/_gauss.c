@@ -13,8 +13,9 @@
  *     leaves a stale id behind, and a row is cleaned (stale ids and repeats dropped, by a
  *     binary search in each column) when it is read or has doubled since it was last cleaned.
  *
- * The decisions are those of the reference: they depend on the space the basis spans, not on
- * the basis (tests/properties compare both on random tables).
+ * The decisions are those of the reference: the rank rule's depend on the space the basis
+ * spans, not on the basis, and the sign test's on the tags, which both pivot alike (the sparsest
+ * real column, the lowest id among equals); tests/properties compare both on random tables.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -38,6 +39,7 @@ typedef struct {
 
 typedef struct {
     int32_t n_rows, n_cols;
+    int32_t n_real;     /* columns from n_real on are tags: never pivots, never make a row undetermined */
     Col *cols;
     Row *rows;
     int64_t entries;    /* live entries of the columns */
@@ -116,12 +118,16 @@ static int32_t clean_row(Elim *e, int32_t r, double *out_v) {
     return k;
 }
 
-static Elim *elim_new(int32_t n_rows, int32_t n_cols, const int64_t *indptr, const int32_t *indices,
-                      const double *data, const uint8_t *tracked) {
+/* The basis of n_real columns (CSC), restricted to the tracked rows, then one tag column per
+ * tagged row that has an entry: 1 in that row (elimination.py, Elimination's tags). */
+static Elim *elim_new(int32_t n_rows, int32_t n_real, const int64_t *indptr, const int32_t *indices,
+                      const double *data, const uint8_t *tracked, const int64_t *tagged, int32_t n_tagged) {
     Elim *e = calloc(1, sizeof(Elim));
     if (!e) return NULL;
+    int32_t n_cols = n_real + n_tagged;
     e->n_rows = n_rows;
     e->n_cols = n_cols;
+    e->n_real = n_real;
     e->cols = calloc((size_t)n_cols + 1, sizeof(Col));
     e->rows = calloc((size_t)n_rows + 1, sizeof(Row));
     e->mark = malloc(sizeof(int32_t) * ((size_t)n_cols + 1));
@@ -134,7 +140,7 @@ static Elim *elim_new(int32_t n_rows, int32_t n_cols, const int64_t *indptr, con
     if (!e->cols || !e->rows || !e->mark || !e->mark2 || !e->scratch_v || !e->buf_c || !e->buf_v || !e->buf2_c || !e->buf2_v)
         return e; /* the caller checks and frees */
     for (int32_t m = 0; m < n_cols; m++) e->mark[m] = e->mark2[m] = -1;
-    for (int32_t m = 0; m < n_cols; m++) {
+    for (int32_t m = 0; m < n_real; m++) {
         Col *c = &e->cols[m];
         int32_t len = 0;
         for (int64_t i = indptr[m]; i < indptr[m + 1]; i++)
@@ -150,6 +156,17 @@ static Elim *elim_new(int32_t n_rows, int32_t n_cols, const int64_t *indptr, con
             if (row_push(e, r, m) < 0) { e->bad = 1; return e; }
         }
         e->entries += c->n;
+    }
+    for (int32_t i = 0; i < n_tagged; i++) {
+        int32_t r = (int32_t)tagged[i], m = n_real + i;
+        if (e->rows[r].n == 0) continue; /* an untracked row, or one in no basis table */
+        Col *c = &e->cols[m];
+        if (grow_col(c, 1) < 0) { e->bad = 1; return e; }
+        c->row[0] = r;
+        c->val[0] = 1.0;
+        c->n = 1;
+        e->entries++;
+        if (row_push(e, r, m) < 0) { e->bad = 1; return e; }
     }
     for (int32_t r = 0; r < n_rows; r++) e->rows[r].clean = e->rows[r].n;
     e->peak = e->entries;
@@ -173,7 +190,27 @@ static int elim_ok(const Elim *e) {
 static int determined(Elim *e, int32_t c) {
     Row *w = &e->rows[c];
     if (w->n == 0) return 1;
-    return clean_row(e, c, NULL) == 0;
+    int32_t k = clean_row(e, c, NULL);
+    for (int32_t i = 0; i < k; i++)
+        if (w->col[i] < e->n_real) return 0;
+    return 1;
+}
+
+/* The sign test of a cell whose real row is empty (elimination.py, gauss_reference): publish it
+ * when its tags have both signs and none is in `used`, which then gets them. */
+static int sign_test_publishes(Elim *e, int32_t c, uint8_t *used) {
+    int32_t k = clean_row(e, c, e->buf_v);
+    const int32_t *cols = e->rows[c].col;
+    int pos = 0, neg = 0;
+    for (int32_t i = 0; i < k; i++) {
+        if (cols[i] < e->n_real) continue;
+        if (used[cols[i] - e->n_real]) return 0;
+        if (e->buf_v[i] > 0) pos = 1; else neg = 1;
+    }
+    if (!(pos && neg)) return 0;
+    for (int32_t i = 0; i < k; i++)
+        if (cols[i] >= e->n_real) used[cols[i] - e->n_real] = 1;
+    return 1;
 }
 
 /* Forget cell c; its row (columns, values) into buf_c/buf_v; returns its length. */
@@ -212,10 +249,15 @@ static int ensure_tmp(Elim *e, int32_t need) {
 /* Keep the combinations sum a_m col_m with sum a_m rc[m] = 0 (rc: k entries in cs/vs):
  * pivot on the sparsest column and subtract multiples of it from the others. */
 static int restrict_(Elim *e, const int32_t *cs, const double *vs, int32_t k) {
+    /* the sparsest real column, the lowest id among equals: the same pivots as the reference
+     * whatever the order of the row's ids (the tags depend on the pivots) */
     int32_t piv = -1;
     for (int32_t i = 0; i < k; i++) {
-        if (piv < 0 || e->cols[cs[i]].n < e->cols[cs[piv]].n) piv = i;
+        if (cs[i] >= e->n_real) continue;
+        if (piv < 0 || e->cols[cs[i]].n < e->cols[cs[piv]].n
+            || (e->cols[cs[i]].n == e->cols[cs[piv]].n && cs[i] < cs[piv])) piv = i;
     }
+    if (piv < 0) return 0; /* tags only: a row already determined */
     int32_t kc = cs[piv];
     double a = vs[piv];
     Col ck = e->cols[kc]; /* taken out of the basis */
@@ -350,6 +392,7 @@ static PyObject *py_gauss(PyObject *self, PyObject *args) {
     int got_indptr = 0, got_indices = 0, got_data = 0, got_tracked = 0, got_primary = 0, got_atb = 0,
         got_forced = 0, got_order = 0, got_out = 0;
     Elim *main = NULL, *second = NULL;
+    uint8_t *used = NULL; /* per tag: in a combination the sign test let through */
     PyObject *ret = NULL;
     int err = 0;
     if (n_rows >= INT32_MAX || n_cols >= INT32_MAX) {
@@ -376,11 +419,12 @@ static PyObject *py_gauss(PyObject *self, PyObject *args) {
         uint8_t *sec = out.buf;
         Py_ssize_t n_forced = forced.len / 8, n_order = order.len / 8;
         const int64_t *fo = forced.buf, *od = order.buf;
-        main = elim_new((int32_t)n_rows, (int32_t)n_cols, ip, ix, dv, tr);
+        main = elim_new((int32_t)n_rows, (int32_t)n_cols, ip, ix, dv, tr, NULL, 0);
         if (!elim_ok(main)) { PyErr_NoMemory(); goto fail; }
         if (has_atb) {
-            second = elim_new((int32_t)n_rows, (int32_t)n_cols, ip, ix, dv, tr);
-            if (!elim_ok(second)) { PyErr_NoMemory(); goto fail; }
+            second = elim_new((int32_t)n_rows, (int32_t)n_cols, ip, ix, dv, tr, atb.buf, (int32_t)(atb.len / 8));
+            used = calloc((size_t)(atb.len / 8) + 1, 1);
+            if (!elim_ok(second) || !used) { PyErr_NoMemory(); goto fail; }
             const int64_t *ab = atb.buf;
             for (Py_ssize_t i = 0; i < atb.len / 8; i++) {
                 if (i % 64 == 0 && tick(cb, -1, n_order, 0, main, second) < 0) goto fail;
@@ -399,7 +443,10 @@ static PyObject *py_gauss(PyObject *self, PyObject *args) {
             if (i % 64 == 0 && tick(cb, i, n_order, n_sec, main, second) < 0) goto fail;
             int32_t c = (int32_t)od[i];
             int hide = reveals(main, c, pr);
-            if (!hide && second) hide = determined(second, c) && !determined(main, c);
+            /* a cell fixed by the published ones and the primary cells at their bound, and not by
+             * the published ones alone: the sign test (elimination.py, gauss_reference) */
+            if (!hide && second && determined(second, c) && !determined(main, c))
+                hide = !sign_test_publishes(second, c, used);
             if (hide) {
                 sec[c] = 1;
                 n_sec++;
@@ -418,6 +465,7 @@ static PyObject *py_gauss(PyObject *self, PyObject *args) {
 fail:
     elim_free(main);
     elim_free(second);
+    free(used);
     if (got_indptr) PyBuffer_Release(&indptr);
     if (got_indices) PyBuffer_Release(&indices);
     if (got_data) PyBuffer_Release(&data);

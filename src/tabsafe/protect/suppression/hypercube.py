@@ -34,7 +34,7 @@ again costly cells the moves can go round (:func:`_publish_back`, on a work budg
 The pattern is safe by construction but far from minimal: a move alternates in a variable only
 where the partner's cells are non-zero at every level the move touches, down to the inner cells,
 and elsewhere it goes up to the total. On the 26,796-cell area × age × citizenship table it hides
-4,232 secondary cells of value 1.17M where the fast mode hides 2,752 of value 41,441; on the
+4,232 secondary cells of value 1.17M where the fast mode hides 2,688 of value 40,962; on the
 demo's hypercube, whose inner level has 19,514 non-zero cells of 245,700, 83% of the non-zero
 cells, the grand total among them (``bench/bench_hypercube.py``). The fast and optimal modes stay the
 choice for tables they can handle.

@@ -19,9 +19,11 @@ round takes a few seconds (the relaxation re-solved from its last basis) where a
 takes a minute: branch-and-cut's root loop, run outside the solver because HiGHS takes no cut
 callbacks. A better pattern than the fast mode's comes from a neighbourhood search
 (:func:`_neighbourhood`): the same loop on the integer program restricted to the incumbent's
-cells and the LP optimum's. On the 26,796-cell area × age × citizenship table (120 s): the search
-finds 40,155 against the fast pattern's 41,441, the root loop raises the bound from 18,462 to
-38,841, a gap of 3.3% (it was 17.3% with cover cuts, fresh LP solves and no search).
+cells and the LP optimum's. On the 26,796-cell area × age × citizenship table (120 s, from the
+fast pattern of before its sign test, 41,441): the search found 40,155, the root loop raised the
+bound from 18,462 to 38,841, a gap of 3.3% (it was 17.3% with cover cuts, fresh LP solves and no
+search). From today's fast pattern (40,962), the default 25 rounds give 40,163 and a bound of
+38,310, a gap of 4.6% (``bench/run.py suppression``).
 
 The work is a budget of rounds (:class:`Budget`; ``work_limit``), not seconds: each round solves
 one program — the LP relaxation, or an integer program under a fixed node cap on one thread with
@@ -351,8 +353,8 @@ def _neighbourhood(problem: Problem, pool: _Cuts, cand: np.ndarray, var_of: np.n
     has a protected answer and the loop ends with one, on a few thousand binaries where the
     whole program has twenty thousand; the LP optimum adds the cells the relaxation finds worth
     hiding. When the rounds run out first, the last answer is completed by the fast mode. On the
-    26,796-cell table, from the fast pattern (41,441) and the first LP optimum: 40,155 in 11
-    rounds (restricted to the fast pattern's cells alone, 40,555).
+    26,796-cell table, from the fast pattern of before its sign test (41,441) and the first LP
+    optimum: 40,155 in 11 rounds (restricted to the fast pattern's cells alone, 40,555).
     """
     if budget.timed_out():
         return []

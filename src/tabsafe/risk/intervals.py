@@ -18,9 +18,8 @@ two extremes of every cell of a component are found by re-solving one warm-start
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import partial
 
 import numpy as np
 import pandas as pd
@@ -67,7 +66,8 @@ def widen(pool_lo: np.ndarray, pool_hi: np.ndarray, want: np.ndarray, point: np.
 
 
 def spread(A: sp.csr_matrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray, point: np.ndarray,
-           aim: np.ndarray, need: np.ndarray, seen_lo: np.ndarray, seen_hi: np.ndarray) -> None:
+           aim: np.ndarray, need: np.ndarray, seen_lo: np.ndarray, seen_hi: np.ndarray,
+           keep: Callable[[np.ndarray | None], None] | None = None) -> None:
     """Widen the known range ``[seen_lo, seen_hi]`` of the cells ``aim`` of ``{A y = b, lower ≤ y
     ≤ upper}`` with optima of a few programs, until few are narrower than ``need``.
 
@@ -83,7 +83,10 @@ def spread(A: sp.csr_matrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray
                         np.where(free, upper, np.minimum(upper, point + cap)))
 
     def take(x: np.ndarray | None) -> None:
-        widen(seen_lo, seen_hi, aim, x)
+        if keep is not None:
+            keep(x)  # the caller's record of the points (it widens the range itself)
+        else:
+            widen(seen_lo, seen_hi, aim, x)
 
     rng = np.random.default_rng(0)  # deterministic: the same audit every run
     open_ = seen_hi - seen_lo < need - _TOL
@@ -181,6 +184,8 @@ def feasibility_intervals(
     targets: np.ndarray | None = None,
     required: np.ndarray | None = None,
     certify: bool = False,
+    points: list[tuple[np.ndarray, np.ndarray]] | None = None,
+    seeds: Sequence[tuple[np.ndarray, np.ndarray]] = (),
 ) -> Intervals:
     """Minimum and maximum of each target cell given the published cells of ``A x = 0``.
 
@@ -202,6 +207,12 @@ def feasibility_intervals(
             all targets of a component up and down, then per-cell programs only for targets not
             yet wide enough. Bounds of targets settled that way are inner bounds (``exact``
             false); the others are exact.
+        points: a list that gets every optimal point of the programs, as ``(cells, x)`` (the
+            suppressed cells of a component in increasing order, and their values; every other
+            cell at its true value): tables the intruder cannot rule out.
+        seeds: such tables, known before (``points`` of earlier calls): with ``certify``, those
+            that give every cell published here its true value are tables the intruder cannot
+            rule out here either, and the ranges they span settle targets before any program.
 
     Returns:
         :class:`Intervals`; published and non-target cells have NaN bounds.
@@ -219,6 +230,7 @@ def feasibility_intervals(
     if not target_mask.any():
         return Intervals(out.lower, out.upper, out.holders, out.exact)
     system = _Suppressed.of(A, values, suppressed, lb, req)
+    seeds = [(c, x) for c, x in seeds if np.all(np.abs(x[~suppressed[c]] - values[c][~suppressed[c]]) <= _TOL)]
     total, done = int(target_mask.sum()), 0
     for cols, crow in independent_parts(system.A_S):
         cells = system.S[cols]
@@ -229,7 +241,19 @@ def feasibility_intervals(
             report("interval audit", done=done, total=total, component=int(cols.size))
         done += int(want.size)
         if not _settle_small(system, out, cells, want, crow):
-            _component_intervals(system, out, cols, crow, want, certify=certify, done=done, total=total)
+            _component_intervals(system, out, cols, crow, want, certify=certify, done=done, total=total,
+                                 points=points, seeds=seeds)
+    return out
+
+
+def _on_cells(cells: np.ndarray, values: np.ndarray, seed: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """A table given as ``(cells, x)`` (sorted cells) read on ``cells``; other cells at ``values``."""
+    sc, sx = seed
+    out = values.copy()
+    if sc.size:
+        at = np.minimum(np.searchsorted(sc, cells), sc.size - 1)
+        hit = sc[at] == cells
+        out[hit] = sx[at[hit]]
     return out
 
 
@@ -289,7 +313,9 @@ def _settle_small(system: _Suppressed, out: Intervals, cells: np.ndarray, want: 
 
 
 def _component_intervals(system: _Suppressed, out: Intervals, cols: np.ndarray, crow: np.ndarray, want: np.ndarray,
-                         *, certify: bool, done: int, total: int) -> None:
+                         *, certify: bool, done: int, total: int,
+                         points: list[tuple[np.ndarray, np.ndarray]] | None = None,
+                         seeds: Sequence[tuple[np.ndarray, np.ndarray]] = ()) -> None:
     """The intervals of the wanted cells of one component (columns ``cols`` of ``A_S``, rows
     ``crow``), written into ``out``: each cell's maximum and minimum by one warm-started program
     (METHODS.md §10); with ``certify``, programs only for cells not yet shown wide enough by the
@@ -303,10 +329,17 @@ def _component_intervals(system: _Suppressed, out: Intervals, cols: np.ndarray, 
     solver = ExtremeSolver(sub, system.b[crow], lb[cells], np.full(cols.size, math.inf))
     pool_lo = values[cells[want]].copy()
     pool_hi = pool_lo.copy()
-    take = partial(widen, pool_lo, pool_hi, want)
+
+    def take(x: np.ndarray | None) -> None:
+        widen(pool_lo, pool_hi, want, x)
+        if points is not None and x is not None:
+            points.append((cells, x.copy()))
+
     if certify:
+        for seed in seeds:
+            widen(pool_lo, pool_hi, want, _on_cells(cells, values[cells], seed))
         spread(sub, system.b[crow], lb[cells], np.full(cols.size, math.inf), values[cells], want,
-               req[cells[want]], pool_lo, pool_hi)
+               req[cells[want]], pool_lo, pool_hi, take)
     for i, w in enumerate(want.tolist()):
         cell = int(cells[w])
         if certify and pool_hi[i] - pool_lo[i] >= req[cell] - _TOL:

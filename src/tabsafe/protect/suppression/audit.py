@@ -24,6 +24,7 @@ every interval — as it was (the pattern is audited again all the same).
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -60,13 +61,17 @@ class Audit:
         return not self.narrow.any()
 
 
-def audit(problem: Problem, suppressed: np.ndarray, cells: np.ndarray | None = None) -> Audit:
+def audit(problem: Problem, suppressed: np.ndarray, cells: np.ndarray | None = None,
+          seeds: Sequence[tuple[np.ndarray, np.ndarray]] = (),
+          points: list[tuple[np.ndarray, np.ndarray]] | None = None) -> Audit:
     """The interval LPs of the primary cells under the pattern ``suppressed`` (only of ``cells``
-    when given: the others are known to be wide enough, see :func:`mend`)."""
+    when given: the others are known to be wide enough, see :func:`mend`), starting from the
+    tables ``seeds``; the tables its programs find go to ``points`` (both: see
+    :func:`~tabsafe.risk.intervals.feasibility_intervals`)."""
     targets = problem.primary if cells is None else problem.primary & cells
     res = feasibility_intervals(
         problem.A, problem.values, suppressed, lower=problem.lower, targets=targets,
-        required=problem.required, certify=True,
+        required=problem.required, certify=True, seeds=seeds, points=points,
     )
     width = res.upper - res.lower
     narrow = targets & (width < problem.required - _LP_TOL)
@@ -109,13 +114,15 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit, strik
 
 
 def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
-         deadline: float | None = None) -> tuple[np.ndarray, int]:
+         deadline: float | None = None,
+         points: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, int]:
     """The Gaussian-elimination heuristic, then audit-and-repair rounds (module docstring).
 
     ``hidden_first`` are candidates hidden from the start (the optimal mode completes the
     patterns of its integer programs this way). With a ``deadline`` (a ``time.perf_counter()``
     value) the elimination and the repair stop once past it: :class:`TimeUp` is raised instead
-    (the optimal mode's helpers; the fast mode itself always finishes).
+    (the optimal mode's helpers; the fast mode itself always finishes). The tables the audits'
+    programs find go to ``points`` when given (:func:`republish_derivable` starts from them).
 
     Returns:
         the suppressed cells (primary, hidden and secondary) and the number of audits.
@@ -125,17 +132,18 @@ def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
         raise TimeUp
     secondary = gauss(problem, extra, deadline)
     suppressed = problem.primary | problem.hidden | extra | secondary
-    result = audit(problem, suppressed)
+    result = audit(problem, suppressed, points=points)
     report("suppression", phase="audit and repair", round=1, narrow=int(result.narrow.sum()),
            suppressed=int(suppressed.sum()))
     if result.passed:
         return suppressed, 1
-    mended, rounds = mend(problem, suppressed, audited=result, deadline=deadline)
+    mended, rounds = mend(problem, suppressed, audited=result, deadline=deadline, points=points)
     return mended, 1 + rounds
 
 
 def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
-         deadline: float | None = None) -> tuple[np.ndarray, int]:
+         deadline: float | None = None,
+         points: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, int]:
     """``pattern`` made protected by the audit's repairs alone (module docstring): every round
     hides, for each primary cell still too narrow, the cheapest published cells holding its
     bound, more for a cell narrow again. The pattern only grows, so after the first audit only
@@ -158,7 +166,7 @@ def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
         if audited is not None:
             result, audited = audited, None
         else:
-            result = audit(problem, suppressed, strikes > 0 if strikes.any() else None)
+            result = audit(problem, suppressed, strikes > 0 if strikes.any() else None, points=points)
             took = time.perf_counter() - began
             report("suppression", phase="audit and repair", round=rounds + 1, narrow=int(result.narrow.sum()),
                    suppressed=int(suppressed.sum()))
@@ -170,13 +178,18 @@ def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
                       reason=Reason.WORK_LIMIT)
 
 
-def republish_derivable(problem: Problem, suppressed: np.ndarray) -> tuple[np.ndarray, int]:
+def republish_derivable(problem: Problem, suppressed: np.ndarray,
+                        points: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, int]:
     """Publish again the suppressed non-primary cells an intruder can compute exactly.
 
     Source: issue #13 ("secondary suppression publishes again every suppressed cell that is
     exactly derivable and not primary"). A cell whose feasibility interval is one value is
     fixed in every table the intruder cannot rule out, so publishing it changes nothing an
     intruder can learn; all of them are published at once.
+
+    ``points``: tables the intruder cannot rule out found by earlier audits (the fast mode's);
+    they settle cells before any program, once checked against this pattern (those that move a
+    cell published here are left out), and the tables found here are added.
 
     Returns:
         the new pattern and how many cells were published again.
@@ -186,14 +199,19 @@ def republish_derivable(problem: Problem, suppressed: np.ndarray) -> tuple[np.nd
         return suppressed, 0
     # a width of half a unit certified by any two tables the intruder cannot tell apart settles a
     # cell as not derivable: only the others get their own programs
+    points = [] if points is None else points
     res = feasibility_intervals(problem.A, problem.values, suppressed, lower=problem.lower, targets=secondary,
-                                required=np.full(problem.n_cells, 0.5), certify=True)
+                                required=np.full(problem.n_cells, 0.5), certify=True, points=points,
+                                seeds=list(points))
     width = res.upper - res.lower
     derivable = secondary & (width <= _LP_TOL)
     if not derivable.any():
         return suppressed, 0
     out = suppressed & ~derivable
-    again = audit(problem, out)
+    # the audit again, from the tables these programs found: they give every derivable cell its
+    # true value, so they remain tables the intruder cannot rule out (feasibility_intervals
+    # checks), and most primary cells are settled by them without a program of their own
+    again = audit(problem, out, seeds=points)
     if not again.passed:  # cannot happen (the feasible set is unchanged); never publish then
         return suppressed, 0
     return out, int(derivable.sum())

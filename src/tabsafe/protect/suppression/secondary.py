@@ -60,6 +60,7 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
     start = time.perf_counter()
     figures: dict[str, Any] = {"mode": settings.mode.value}
     private: dict[str, Any] = {}
+    points: list[tuple[np.ndarray, np.ndarray]] = []  # tables the audits find: republish_derivable starts from them
     if not problem.primary.any():
         suppressed = problem.hidden.copy()
         figures["audit_rounds"] = 0
@@ -73,7 +74,7 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         suppressed = _hypercube(problem, figures, private)
     else:
         # the fast pattern always: it is the answer when the budget leaves no other
-        suppressed, rounds = fast(problem)
+        suppressed, rounds = fast(problem, points=points)
         figures["audit_rounds"] = rounds
         if settings.mode is Mode.OPTIMAL:
             suppressed = _optimal(problem, suppressed, Budget(settings.work_limit, settings.time_limit, started=start),
@@ -81,7 +82,7 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
     if settings.mode is not Mode.HYPERCUBE:
         # (not after the hypercube mode: its tables are those whose one large component no
         # program of republish_derivable's can take, and every cell it hides is some move's)
-        suppressed, republished = republish_derivable(problem, suppressed)
+        suppressed, republished = republish_derivable(problem, suppressed, points)
         figures["republished"] = republished
         if republished and settings.mode is Mode.OPTIMAL:  # the pattern got cheaper: its cost and gap
             cost = problem.pattern_cost(suppressed)

@@ -34,6 +34,9 @@ from tabsafe.solver import Extreme, ExtremeSolver
 __all__ = ["IntervalAudit", "feasibility_intervals", "interval_audit"]
 
 _TOL = 1e-7
+#: values of the optimal points kept for later audits (``points`` of :func:`feasibility_intervals`), at
+#: most: 64 MB (the fast mode on the 80,388-cell area × age × activity × sex table keeps 699 points, 67 MB)
+KEEP_VALUES = 8_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -207,9 +210,10 @@ def feasibility_intervals(
             all targets of a component up and down, then per-cell programs only for targets not
             yet wide enough. Bounds of targets settled that way are inner bounds (``exact``
             false); the others are exact.
-        points: a list that gets every optimal point of the programs, as ``(cells, x)`` (the
+        points: a list that gets the optimal points of the programs, as ``(cells, x)`` (the
             suppressed cells of a component in increasing order, and their values; every other
-            cell at its true value): tables the intruder cannot rule out.
+            cell at its true value): tables the intruder cannot rule out; the first ones only,
+            up to :data:`KEEP_VALUES` values in the list.
         seeds: such tables, known before (``points`` of earlier calls): with ``certify``, those
             that give every cell published here its true value are tables the intruder cannot
             rule out here either, and the ranges they span settle targets before any program.
@@ -332,7 +336,7 @@ def _component_intervals(system: _Suppressed, out: Intervals, cols: np.ndarray, 
 
     def take(x: np.ndarray | None) -> None:
         widen(pool_lo, pool_hi, want, x)
-        if points is not None and x is not None:
+        if points is not None and x is not None and sum(p.size for _, p in points) + x.size <= KEEP_VALUES:
             points.append((cells, x.copy()))
 
     if certify:

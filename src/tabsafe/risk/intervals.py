@@ -79,6 +79,7 @@ def spread(A: sp.csr_matrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray
     push every cell not yet wide enough up and then down, then with random signs (cells tied by
     a relation move in opposite directions), while that settles many; they are confined to a
     box of ``need + 1`` around the feasible ``point`` so that no push runs off to infinity.
+    Each optimal point also goes to ``keep`` when given.
     """
     cap = float(need.max()) + 1.0 if need.size else 1.0
     free = np.isnan(point)  # a cell of unknown value is not boxed
@@ -86,10 +87,9 @@ def spread(A: sp.csr_matrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray
                         np.where(free, upper, np.minimum(upper, point + cap)))
 
     def take(x: np.ndarray | None) -> None:
+        widen(seen_lo, seen_hi, aim, x)
         if keep is not None:
-            keep(x)  # the caller's record of the points (it widens the range itself)
-        else:
-            widen(seen_lo, seen_hi, aim, x)
+            keep(x)
 
     rng = np.random.default_rng(0)  # deterministic: the same audit every run
     open_ = seen_hi - seen_lo < need - _TOL
@@ -334,16 +334,19 @@ def _component_intervals(system: _Suppressed, out: Intervals, cols: np.ndarray, 
     pool_lo = values[cells[want]].copy()
     pool_hi = pool_lo.copy()
 
-    def take(x: np.ndarray | None) -> None:
-        widen(pool_lo, pool_hi, want, x)
+    def keep(x: np.ndarray | None) -> None:  # a table for later audits, up to KEEP_VALUES values in all
         if points is not None and x is not None and sum(p.size for _, p in points) + x.size <= KEEP_VALUES:
             points.append((cells, x.copy()))
+
+    def take(x: np.ndarray | None) -> None:
+        widen(pool_lo, pool_hi, want, x)
+        keep(x)
 
     if certify:
         for seed in seeds:
             widen(pool_lo, pool_hi, want, _on_cells(cells, values[cells], seed))
         spread(sub, system.b[crow], lb[cells], np.full(cols.size, math.inf), values[cells], want,
-               req[cells[want]], pool_lo, pool_hi, take)
+               req[cells[want]], pool_lo, pool_hi, keep)
     for i, w in enumerate(want.tolist()):
         cell = int(cells[w])
         if certify and pool_hi[i] - pool_lo[i] >= req[cell] - _TOL:

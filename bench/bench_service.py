@@ -117,8 +117,45 @@ def run() -> dict[str, Any]:
         "differencing_refusals": refusals,
         "defences_off_same_queries": {k: off[0][k] for k in ("queries", "throughput_qps", "latency_ms", "statuses",
                                                              "server_cpu_ms_per_query", "errors")},
+        # the recorder's own work, in process: the populations this run recorded, decided again
+        # one by one on a fresh record, compiled (``_record.c``) and with the numpy reference
+        "recorder_in_process": _recorder_in_process(config, data.directory),
         "cpus": os.cpu_count(),
     }
+
+
+def _recorder_in_process(config: Path, data_dir: Path) -> dict[str, Any]:
+    """CPU seconds of deciding again, on an empty record, every population the run recorded:
+    with the compiled split and basis, and with their numpy references (the baseline)."""
+    import sqlite3
+    import tempfile
+
+    from tabsafe.service import population
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.planned import open_data
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    store = yaml.safe_load(config.read_text())["store"]
+    with sqlite3.connect(store) as db:
+        queries = [json.loads(t) for (t,) in db.execute("SELECT query FROM populations ORDER BY seq")]
+    out: dict[str, Any] = {"populations": len(queries)}
+    for name in ("compiled", "numpy"):
+        with tempfile.TemporaryDirectory() as tmp:
+            settings = Settings.load(data=data_dir, config=config, store=Path(tmp) / "s.sqlite")
+            saved = population._compiled, population.Basis
+            if name == "numpy":  # the references: what the recorder ran before _record.c
+                population._compiled, population.Basis = None, population.BasisReference
+            try:
+                defence = Defence(settings, open_data(settings), Store(settings.store_path))
+                defence.warm()
+                t0 = time.process_time()
+                refused = sum(defence.admit("bench", q) is not None for q in queries)
+                out[f"{name}_cpu_s"] = round(time.process_time() - t0, 3)
+                out[f"{name}_refused"] = refused
+            finally:
+                population._compiled, population.Basis = saved
+    return out
 
 
 def _serve(cli: list[str], data: Any, config: Path, key: str, phases: list[list[dict[str, Any]]],

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tabsafe.service.population import PRIME, Basis, Record
+from tabsafe.service.population import PRIME, Basis, BasisReference, Record
 
 N, T = 14, 3
 
@@ -336,10 +336,12 @@ OPS = st.lists(st.tuples(st.sampled_from(["copy", "insert", "check"]), st.intege
                min_size=1, max_size=25)
 
 
-@given(st.integers(1, 6), OPS)
-def test_the_sparse_basis_does_what_the_dense_one_did(n0, ops):
-    """Copies of columns, insertions, reductions and the weights after an insertion, on both."""
-    sparse, dense = Basis(n0), DenseBasis(n0)
+@pytest.mark.parametrize("kind", [Basis, BasisReference], ids=["compiled", "numpy"])
+@given(n0=st.integers(1, 6), ops=OPS)
+def test_the_sparse_basis_does_what_the_dense_one_did(kind, n0, ops):
+    """Copies of columns, insertions, reductions and the weights after an insertion, on both
+    sparse bases (compiled and numpy) and a dense one."""
+    sparse, dense = kind(n0), DenseBasis(n0)
     for op, seed in ops:
         rng = np.random.default_rng(seed)
         n = sparse.n_cols
@@ -356,7 +358,7 @@ def test_the_sparse_basis_does_what_the_dense_one_did(n0, ops):
             v = rng.integers(0, 2, size=n + sources.size)
             reduced = sparse.reduce(v, sources)
             assert (reduced == dense.reduce(v, sources)).all()
-            led = Basis.lead(reduced)
+            led = kind.lead(reduced)
             if led is not None:
                 sizes = rng.integers(1, 50, size=n + sources.size)
                 assert sorted(sparse.weights_after(*led, sources, sizes)) == \
@@ -416,8 +418,13 @@ def test_a_stored_digest_of_an_older_form_is_computed_again_on_replay(small_cens
 
 def test_the_sparse_basis_grows_past_its_first_rows_and_columns():
     """Hundreds of rows and columns (the index of which rows hold a column grows twice over)."""
+    for kind in (Basis, BasisReference):
+        _grows(kind)
+
+
+def _grows(kind: type) -> None:
     rng = np.random.default_rng(3)
-    sparse, dense = Basis(40), DenseBasis(40)
+    sparse, dense = kind(40), DenseBasis(40)
     for step in range(300):
         n = sparse.n_cols
         if step % 3 == 0:
@@ -449,3 +456,95 @@ def test_a_population_of_most_records_splits_as_the_records_inside_it_would(mask
         assert (by_outside.sizes == by_inside.sizes).all()
         assert (by_outside.A.dense() == by_inside.A.dense()).all()
         assert (by_outside.L.dense() == by_inside.L.dense()).all()
+
+
+@st.composite
+def _passes(draw):
+    """Records with labels, an alias from labels to regions, a mask, runs and region numbers."""
+    n = draw(st.integers(1, 60))
+    n_regions = draw(st.integers(1, 6))
+    n_labels = draw(st.integers(1, 8))
+    alias = np.array(draw(st.lists(st.integers(0, n_regions - 1), min_size=n_labels, max_size=n_labels)),
+                     dtype=np.int64)
+    labels = np.array(draw(st.lists(st.integers(0, n_labels - 1), min_size=n, max_size=n)), dtype=np.int32)
+    mask = np.array(draw(st.lists(st.booleans(), min_size=n, max_size=n)))
+    cuts = sorted(set(draw(st.lists(st.integers(0, n), max_size=6))))
+    runs = np.array([c for a, b in zip(cuts[::2], cuts[1::2]) for c in (a, b)], dtype=np.int64)
+    number = np.array(draw(st.lists(st.integers(-1, 4), min_size=n_regions, max_size=n_regions)), dtype=np.int64)
+    return labels, alias, mask, runs, draw(st.booleans()), number, draw(st.integers(0, 9))
+
+
+@given(_passes())
+def test_the_compiled_passes_count_and_move_the_records_the_reference_does(case):
+    """``_record.c``'s tally and moves against their numpy references: the records of a mask (or
+    outside it) within runs, counted per region, and those of numbered regions with new labels."""
+    from tabsafe.service import population
+
+    assert population._compiled is not None, "the extension tabsafe.service._record is not built"
+    labels, alias, mask, runs, invert, number, base = case
+    n_regions = number.size
+    got, want = np.zeros(n_regions, np.int64), np.zeros(n_regions, np.int64)
+    assert population.tally(labels, alias, mask, runs, invert, got) == \
+        population.tally_reference(labels, alias, mask, runs, invert, want)
+    assert (got == want).all()
+    at = population._scan(mask, runs, invert)
+    expected = int(np.count_nonzero(number[alias[labels[at]]] >= 0))
+    records, new = population.moves(labels, alias, mask, runs, invert, number, base, expected)
+    ref_records, ref_new = population.moves_reference(labels, alias, mask, runs, invert, number, base, expected)
+    assert records.tolist() == ref_records.tolist() and new.tolist() == ref_new.tolist()
+    assert new.dtype == np.int32
+
+
+def test_the_compiled_passes_refuse_what_they_cannot_read():
+    """A label past the alias, a region past the counts, a span past the records, or more records
+    moving than counted: a ValueError, never a write out of bounds."""
+    from tabsafe.service import population
+
+    labels, alias, mask = np.array([0, 1, 2], np.int32), np.array([0, 1], np.int64), np.ones(3, bool)
+    none = np.zeros(0, np.int64)
+    with pytest.raises(ValueError, match="label"):
+        population.tally(labels, alias, mask, none, False, np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="region"):
+        population.tally(labels[:2], alias, mask[:2], none, False, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="span"):
+        population.tally(labels[:2], alias, mask[:2], np.array([0, 5], np.int64), False, np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="more records"):
+        population.moves(labels[:2], alias, mask[:2], none, False, np.array([0, 0], np.int64), 0, 1)
+
+
+@given(st.lists(st.one_of(st.lists(st.booleans(), min_size=N, max_size=N), SMALL), min_size=1, max_size=9),
+       st.booleans())
+def test_the_record_is_the_same_with_the_compiled_passes_and_without(masks, spans):
+    """A record split and reduced with ``_record.c`` and one with the numpy references (passes and
+    basis): the same outcomes, labels, aliases, sizes and bases (``spans``: populations read from
+    runs)."""
+    from tabsafe.service import population
+
+    assert population.Basis is not population.BasisReference, "the extension tabsafe.service._record is not built"
+    compiled = Record(N, T)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(population, "Basis", population.BasisReference)
+        reference = Record(N, T)
+    assert isinstance(reference.A, population.BasisReference) and isinstance(compiled.A, population.Basis)
+    for raw in masks:
+        mask = np.array(raw)
+        runs = ((0, N // 2), (N // 2, N)) if spans else None
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(population, "_compiled", None)
+            expected = reference.ask([[mask]]) if runs is None else _ask_in_runs(reference, mask, runs)
+        assert (compiled.ask([[mask]]) if runs is None else _ask_in_runs(compiled, mask, runs)) == expected
+        assert compiled.labels.tolist() == reference.labels.tolist()
+        assert compiled.alias.tolist() == reference.alias.tolist()
+        assert (compiled.sizes == reference.sizes).all()
+        assert (compiled.A.dense() == reference.A.dense()).all()
+        assert (compiled.L.dense() == reference.L.dense()).all()
+
+
+def _ask_in_runs(record: Record, mask: np.ndarray, runs: tuple[tuple[int, int], ...]) -> str | None:
+    split = record.split([[mask]], spans=runs)
+    if not split.rows:
+        return None
+    trial = record.trial(split)
+    if trial.problem is None:
+        record.commit(trial)
+    return trial.problem

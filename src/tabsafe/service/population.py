@@ -50,15 +50,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
+try:
+    from tabsafe.service import _record as _compiled
+except ImportError:  # pragma: no cover - a checkout whose extension was not built
+    _compiled = None
+
 #: the prime of the rank arithmetic (module docstring)
 PRIME = 2_097_143
 #: split by a population of most records by moving the records outside it (:meth:`Record.split`)
 SPLIT_BY_OUTSIDE = True
 
 
-class Basis:
+class BasisReference:
     """A reduced row-echelon basis modulo :data:`PRIME` whose columns can be copied (a region
-    split in two) without changing its rank.
+    split in two) without changing its rank (in numpy: :class:`Basis` is the same, compiled).
 
     Rows are kept sparse — each its columns and values — because a population is a union of few
     regions and its reduced row stays nearly as sparse (about 1% of the regions at 10,000
@@ -79,8 +84,8 @@ class Basis:
     def n_rows(self) -> int:
         return len(self._cols)
 
-    def copy(self) -> Basis:
-        out = Basis.__new__(Basis)
+    def copy(self) -> BasisReference:
+        out = BasisReference.__new__(BasisReference)
         out.n_cols, out.pivots = self.n_cols, list(self.pivots)
         # rows are replaced, never changed in place: the arrays can be shared
         out._cols, out._vals = list(self._cols), list(self._vals)
@@ -227,6 +232,76 @@ class Basis:
         self.pivots.append(j)
 
 
+class Basis:
+    """:class:`BasisReference`, compiled (``_record.c``): the same rows, pivots and answers, with
+    the rows and each column's rows kept in C. In numpy each column copy, reduction and pivot
+    was a few small array operations per row it touched — about half of the recorder's time per
+    population."""
+
+    def __init__(self, n_cols: int) -> None:
+        self._b = _compiled.basis_new(n_cols)
+        self.pivots: list[int] = []
+
+    @property
+    def n_rows(self) -> int:
+        return int(_compiled.basis_shape(self._b)[0])
+
+    @property
+    def n_cols(self) -> int:
+        return int(_compiled.basis_shape(self._b)[1])
+
+    def copy(self) -> Basis:
+        out = Basis.__new__(Basis)
+        out._b, out.pivots = _compiled.basis_copy(self._b), list(self.pivots)
+        return out
+
+    def dense(self) -> np.ndarray:
+        rows, cols = _compiled.basis_shape(self._b)
+        out = np.zeros((rows, cols), dtype=np.int64)
+        _compiled.basis_fill(self._b, True, _NONE, out)
+        return out
+
+    def copy_columns(self, sources: np.ndarray) -> None:
+        _compiled.basis_copy_columns(self._b, np.ascontiguousarray(sources, dtype=np.int64))
+
+    def reduce(self, v: np.ndarray, sources: np.ndarray | None = None) -> np.ndarray:
+        out = np.array(v, dtype=np.int64)  # a copy: reduced in place
+        _compiled.basis_reduce(self._b, out, _NONE if sources is None else np.ascontiguousarray(sources, np.int64))
+        return out
+
+    lead = staticmethod(BasisReference.lead)
+
+    def weights_after(self, j: int, v: np.ndarray, sources: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+        sources = np.ascontiguousarray(sources, dtype=np.int64)
+        n = self.n_cols
+        src = j if j < n else int(sources[j - n])
+        out = np.empty(len(_compiled.basis_rows_at(self._b, src)) + 1, dtype=np.int64)
+        _compiled.basis_weights_after(self._b, int(j), np.ascontiguousarray(v, np.int64), sources,
+                                      np.ascontiguousarray(sizes, np.int64), out)
+        return out
+
+    def supports(self, sizes: np.ndarray) -> np.ndarray:
+        out = np.empty(self.n_rows, dtype=np.int64)
+        _compiled.basis_fill(self._b, False, np.ascontiguousarray(sizes, np.int64), out)
+        return out
+
+    def insert(self, v: np.ndarray) -> bool:
+        led = self.lead(self.reduce(v))
+        if led is None:
+            return False
+        self.insert_led(*led)
+        return True
+
+    def insert_led(self, j: int, v: np.ndarray) -> None:
+        _compiled.basis_insert_led(self._b, int(j), np.ascontiguousarray(v, dtype=np.int64))
+        self.pivots.append(int(j))
+
+
+_NONE = np.zeros(0, dtype=np.int64)
+if _compiled is None:  # pragma: no cover - a checkout whose extension was not built
+    Basis = BasisReference  # type: ignore[misc,assignment]
+
+
 def _rank_mod(vectors: list[np.ndarray]) -> int:
     """The rank modulo :data:`PRIME` of a few vectors (already reduced against a basis)."""
     basis = Basis(vectors[0].size) if vectors else None
@@ -259,6 +334,61 @@ def digest(mask: np.ndarray, spans: tuple[tuple[int, int], ...] | None = None) -
             parts.append(packed.tobytes())
     text = np.array(places, dtype="<i8").tobytes() + b"".join(parts)
     return DIGEST_FORM + hashlib.blake2b(text, digest_size=16).hexdigest()
+
+
+def _runs(spans: tuple[tuple[int, int], ...] | None) -> np.ndarray:
+    """Runs of records as a flat ``int64`` array of starts and ends (empty: every record)."""
+    return np.array(spans or [], dtype=np.int64).reshape(-1)
+
+
+def _scan(mask: np.ndarray, runs: np.ndarray, invert: bool) -> np.ndarray:
+    """The records of ``mask`` (``invert``: outside it) within ``runs`` (:func:`_runs`), ascending
+    run by run."""
+    pairs = runs.reshape(-1, 2).tolist() or [[0, mask.size]]
+    parts = [s + np.flatnonzero(~mask[s:e] if invert else mask[s:e]) for s, e in pairs]
+    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+
+
+def tally_reference(labels: np.ndarray, alias: np.ndarray, mask: np.ndarray, runs: np.ndarray, invert: bool,
+                    counts: np.ndarray) -> int:
+    """Add to ``counts[region]`` the records of ``mask`` (``invert``: outside it) within ``runs``
+    in each region (a record's region is ``alias[labels[record]]``); how many were counted."""
+    at = _scan(mask, runs, invert)
+    counts += np.bincount(alias[labels[at]], minlength=counts.size)
+    return int(at.size)
+
+
+def moves_reference(labels: np.ndarray, alias: np.ndarray, mask: np.ndarray, runs: np.ndarray, invert: bool,
+                    number: np.ndarray, base: int, expected: int) -> tuple[np.ndarray, np.ndarray]:
+    """The records scanned as :func:`tally_reference` does whose region ``r`` has ``number[r] >= 0``,
+    in order, and their new labels ``base + number[r]`` (``expected``: how many there are)."""
+    at = _scan(mask, runs, invert)
+    to = number[alias[labels[at]]]
+    keep = to >= 0
+    if int(np.count_nonzero(keep)) != expected:
+        raise AssertionError(f"{int(np.count_nonzero(keep))} records moved where {expected} were counted")
+    return at[keep], (base + to[keep]).astype(np.int32)
+
+
+def tally(labels: np.ndarray, alias: np.ndarray, mask: np.ndarray, runs: np.ndarray, invert: bool,
+          counts: np.ndarray) -> int:
+    """:func:`tally_reference`, compiled (``_record.c``: one pass, no array of records)."""
+    if _compiled is None:  # pragma: no cover - a checkout whose extension was not built
+        return tally_reference(labels, alias, mask, runs, invert, counts)
+    return int(_compiled.tally(labels, alias, mask.view(np.uint8), runs, invert, counts))
+
+
+def moves(labels: np.ndarray, alias: np.ndarray, mask: np.ndarray, runs: np.ndarray, invert: bool,
+          number: np.ndarray, base: int, expected: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`moves_reference`, compiled (``_record.c``)."""
+    if _compiled is None:  # pragma: no cover - a checkout whose extension was not built
+        return moves_reference(labels, alias, mask, runs, invert, number, base, expected)
+    records = np.empty(expected + 1, dtype=np.int64)  # one slot more: the C loop writes before it decides
+    new = np.empty(expected + 1, dtype=np.int32)
+    written = _compiled.moves(labels, alias, mask.view(np.uint8), runs, invert, number, base, records, new)
+    if written != expected:
+        raise AssertionError(f"{written} records moved where {expected} were counted")
+    return records[:expected], new[:expected]
 
 
 @dataclass
@@ -295,7 +425,7 @@ class Record:
     def __init__(self, n_records: int, threshold: int) -> None:
         self.threshold = max(1, int(threshold))
         # a record's region is ``alias[labels[record]]``: a population of most records renames
-        # regions through ``alias`` instead of moving most records (:meth:`_split_by_outside`)
+        # regions through ``alias`` instead of moving most records (:meth:`_split_one`)
         self.labels = np.zeros(n_records, dtype=np.int32)
         self.alias = np.zeros(1, dtype=np.int64)
         self.sizes = np.array([n_records], dtype=np.int64)
@@ -351,25 +481,18 @@ class Record:
         width = int(np.prod(radix, dtype=object))
         if width * n_regions >= 2**62:
             raise ValueError("too many populations in one query for the differencing record")
-        if width == 2:  # one population (the usual case): its records are the inside ones
-            mask = fresh[0][0][0]
-            inside = np.flatnonzero(mask) if spans is None else np.concatenate(
-                [s + np.flatnonzero(mask[s:e]) for s, e in spans] or [np.zeros(0, np.int64)])
-            if SPLIT_BY_OUTSIDE and 2 * inside.size > mask.size:
-                return self._split_by_outside(mask, fresh[0][0][1])
-            combo = self.alias[self.labels[inside]]
-            combo *= 2  # in place: an area's population is small, a filter's may be most records
-            combo += 1
-        else:
-            # each record's membership, one digit per family (0: in none of its populations)
-            sig = np.zeros(self.labels.size, dtype=np.int64)
-            place = 1
-            for f, r in zip(fresh, radix):
-                for i, (m, _) in enumerate(f):
-                    sig[m] += (i + 1) * place
-                place *= r
-            inside = np.flatnonzero(sig)
-            combo = self.alias[self.labels[inside]] * width + sig[inside]
+        if width == 2:  # one population (the usual case)
+            return self._split_one(fresh[0][0][0], fresh[0][0][1], spans)
+        # several families (a recode's groups): each record's membership, one digit per family
+        # (0: in none of its populations)
+        sig = np.zeros(self.labels.size, dtype=np.int64)
+        place = 1
+        for f, r in zip(fresh, radix):
+            for i, (m, _) in enumerate(f):
+                sig[m] += (i + 1) * place
+            place *= r
+        inside = np.flatnonzero(sig)
+        combo = self.alias[self.labels[inside]] * width + sig[inside]
         dense = n_regions * width <= 1 << 22
         if dense:
             counts_all = np.bincount(combo, minlength=n_regions * width)
@@ -399,8 +522,7 @@ class Record:
                 row = np.zeros(n_regions + n_new, dtype=np.int64)
                 row[new_id[digit == i + 1]] = 1
                 rows.append(row)
-                # one population: its records are the inside ones, counted already
-                row_sizes.append(int(inside.size) if width == 2 else int(np.count_nonzero(m)))
+                row_sizes.append(int(np.count_nonzero(m)))
                 digests.append(d)
             place *= r
         if dense:  # each record's new region straight from its combination (one pass)
@@ -419,37 +541,43 @@ class Record:
         moved = np.flatnonzero(new_region >= self.regions)
         return (self.alias.size + new_region[moved] - self.regions).astype(np.int32), inside[moved]
 
-    def _split_by_outside(self, mask: np.ndarray, d: str) -> Split:
-        """The split by one population of most records, made by moving the records *outside*
-        it, with the same regions and the same numbering as :meth:`split` moving those inside
-        (what the rule sees of the bases depends on the numbering): in a region it cuts, the part
-        inside takes a new number and the part outside keeps the old one, as there; here the
-        part outside gets a new label that ``alias`` gives the old number, and the labels of the
-        region's records are renamed to the new number through ``alias``."""
+    def _split_one(self, mask: np.ndarray, d: str, spans: tuple[tuple[int, int], ...] | None) -> Split:
+        """The split by one population (``mask``, digest ``d``; ``spans``: runs of records outside
+        which it is empty), in two passes over its records (:func:`tally`, :func:`moves`).
+
+        A region it cuts keeps its number for its part outside, and its part inside takes a new
+        number, in the order of the regions; a region wholly inside keeps its number. Which
+        records get a new label depends on the population's size, not what the rule sees (the
+        numbering is the same): a population of at most half the records moves its records in
+        cut regions to new labels; one of most records (a filter such as ``age_year >= 20``)
+        moves the records *outside* it instead — their new labels name the old numbers through
+        ``alias``, and the old labels of every cut region are renamed to its new number."""
         n_regions, n_labels = self.regions, self.alias.size
-        outside = np.flatnonzero(~mask)
-        region_out = self.alias[self.labels[outside]]
-        out_count = np.bincount(region_out, minlength=n_regions)
-        in_count = self.sizes - out_count
-        # regions cut in two: their part inside takes a new number, in the order of the regions
+        runs = _runs(spans)
+        in_count = np.zeros(n_regions, dtype=np.int64)
+        total = tally(self.labels, self.alias, mask, runs, False, in_count)
+        out_count = self.sizes - in_count
         cut = np.flatnonzero((in_count > 0) & (out_count > 0))
         n_new = int(cut.size)
-        new_number = np.full(n_regions, -1, dtype=np.int64)
-        new_number[cut] = n_regions + np.arange(n_new)
-        sizes = np.concatenate([np.where(new_number >= 0, out_count, self.sizes), in_count[cut]])
+        number = np.full(n_regions, -1, dtype=np.int64)
+        number[cut] = np.arange(n_new)
+        sizes = np.concatenate([np.where(number >= 0, out_count, self.sizes), in_count[cut]])
         row = np.zeros(n_regions + n_new, dtype=np.int64)
         row[np.flatnonzero((in_count > 0) & (out_count == 0))] = 1  # regions wholly inside
         row[n_regions:] = 1
-        # every label of a cut region now names the part inside; new labels name the parts outside
-        alias = self.alias.copy()
-        renamed = new_number[alias] >= 0
-        alias[renamed] = new_number[alias[renamed]]
-        alias = np.concatenate([alias, cut])
-        part = np.full(n_regions, -1, dtype=np.int64)
-        part[cut] = np.arange(n_new)
-        moved = np.flatnonzero(part[region_out] >= 0)
-        new_labels = (n_labels + part[region_out[moved]]).astype(np.int32)
-        return Split(new_labels, outside[moved], cut, sizes, [row], [int(mask.size - outside.size)], [d], alias)
+        if SPLIT_BY_OUTSIDE and 2 * total > mask.size:
+            alias = self.alias.copy()
+            renamed = number[alias] >= 0
+            alias[renamed] = n_regions + number[alias[renamed]]
+            alias = np.concatenate([alias, cut])
+            # the records outside lie anywhere, not only in the spans
+            touched, labels = moves(self.labels, self.alias, mask, _runs(None), True, number, n_labels,
+                                    int(out_count[cut].sum()))
+        else:
+            alias = np.concatenate([self.alias, n_regions + np.arange(n_new, dtype=np.int64)])
+            touched, labels = moves(self.labels, self.alias, mask, runs, False, number, n_labels,
+                                    int(in_count[cut].sum()))
+        return Split(labels, touched, cut, sizes, [row], [int(total)], [d], alias)
 
     # ------------------------------------------------------------------ the rule
     def _isolated(self, basis: Basis, sizes: np.ndarray) -> bool:
@@ -539,4 +667,4 @@ class Record:
         return trial.problem
 
 
-__all__ = ["DIGEST_FORM", "PRIME", "Basis", "Record", "Split", "Trial", "digest"]
+__all__ = ["DIGEST_FORM", "PRIME", "Basis", "BasisReference", "Record", "Split", "Trial", "digest"]

@@ -324,8 +324,10 @@ static PyObject *py_basis_copy(PyObject *self, PyObject *args) {
         d->val = malloc((size_t)(s->n ? s->n : 1) * sizeof(int64_t));
         b->n_rows = i + 1;
         if (!d->col || !d->val) goto nomem;
-        memcpy(d->col, s->col, (size_t)s->n * sizeof(int32_t));
-        memcpy(d->val, s->val, (size_t)s->n * sizeof(int64_t));
+        if (s->n) {
+            memcpy(d->col, s->col, (size_t)s->n * sizeof(int32_t));
+            memcpy(d->val, s->val, (size_t)s->n * sizeof(int64_t));
+        }
         d->n = s->n;
         d->cap = s->n ? s->n : 1;
         b->pivots[i] = a->pivots[i];
@@ -345,18 +347,18 @@ nomem:
     return PyErr_NoMemory();
 }
 
+static int cmp_int32(const void *a, const void *b) {
+    int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+    return (x > y) - (x < y);
+}
+
 /* The rows with an entry in column j, ascending (a copy: the caller may change the column). */
 static int32_t *rows_at(const Basis *b, int32_t j, int32_t *n) {
     const BCol *c = &b->cols[j];
     int32_t *out = malloc((size_t)(c->n ? c->n : 1) * sizeof(int32_t));
     if (!out) return NULL;
-    memcpy(out, c->row, (size_t)c->n * sizeof(int32_t));
-    /* insertion sort: a column holds few rows */
-    for (int32_t a = 1; a < c->n; a++) {
-        int32_t x = out[a], k = a - 1;
-        while (k >= 0 && out[k] > x) { out[k + 1] = out[k]; k--; }
-        out[k + 1] = x;
-    }
+    if (c->n) memcpy(out, c->row, (size_t)c->n * sizeof(int32_t));
+    qsort(out, (size_t)c->n, sizeof(int32_t), cmp_int32);
     *n = c->n;
     return out;
 }

@@ -548,3 +548,38 @@ def _ask_in_runs(record: Record, mask: np.ndarray, runs: tuple[tuple[int, int], 
     if trial.problem is None:
         record.commit(trial)
     return trial.problem
+
+
+def test_a_record_that_fails_while_recording_decides_nothing_more(small_census, tmp_path, monkeypatch):
+    """A commit stopped half-way (here: the labels moved, then memory ran out before the bases
+    took the population) leaves a record that no longer says what was answered: the failure is
+    reported as RecordDamaged, and every later check — a new population, a known one, a
+    suggestion's — is refused the same way instead of being decided on it."""
+    from tabsafe.service.defence import Defence, RecordDamaged
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={"min_population": 20, "min_area_population": 60})
+    defence = Defence(settings, open_prepared(settings), Store(settings.store_path))
+    q = lambda where: {"dimensions": [{"variable": "sex"}], "where": where, "measure": "count"}
+    assert defence.admit("k", q("age_year >= 30")) is None
+
+    def half(self, trial):  # what a failure half-way through Record.commit leaves
+        if trial.split.touched is not None:
+            self.labels[trial.split.touched] = trial.split.new_labels
+        raise MemoryError
+
+    with monkeypatch.context() as mp:
+        mp.setattr(Record, "commit", half)
+        with pytest.raises(RecordDamaged):
+            defence.admit("k", q("age_year >= 50"))
+    # the commit works again, but the record it would work on is the half-changed one
+    for check in (lambda: defence.admit("k", q("age_year >= 60")), lambda: defence.admit("k", q("age_year >= 30")),
+                  lambda: defence.would_admit(q("age_year >= 40")), lambda: defence.recorded(q("age_year >= 30"))):
+        with pytest.raises(RecordDamaged):
+            check()
+    # a process started again replays the record from the store, which holds both populations
+    again = Defence(settings, open_prepared(settings), Store(settings.store_path))
+    assert again.admit("k", q("age_year >= 50")) is None and not again.damaged

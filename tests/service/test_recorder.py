@@ -213,3 +213,69 @@ def test_a_worker_whose_recorder_does_not_answer_lets_no_new_population_out(smal
     assert r.json()["error"]["type"] == "unavailable" and "rows" not in r.json()
     rows = list(store.audit_rows())
     assert [(row["status"], row["outcome"]) for row in rows] == [(503, "unavailable")]
+
+
+def test_a_recorder_whose_record_fails_while_recording_stops(small_census, tmp_path, monkeypatch):
+    """The recorder's side of RecordDamaged: the worker's table is refused (its client raises
+    RecorderUnavailable: 503) and the recorder is told to stop (the supervisor then stops the
+    server), instead of deciding the next populations on a half-changed record."""
+    from tabsafe.service.defence import Defence
+    from tabsafe.service.population import Record
+    from tabsafe.service.prepared import open_prepared
+    from tabsafe.service.recorder import RecorderUnavailable, RemoteDefence, _serve_connection
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules=RULES)
+    data = open_prepared(settings)
+    defence = Defence(settings, data, Store(settings.store_path))
+    path = str(tmp_path / "r.sock")
+    stopped: list[bool] = []
+
+    def fail(self, trial):
+        raise MemoryError
+
+    monkeypatch.setattr(Record, "commit", fail)
+
+    async def main() -> None:
+        server = await asyncio.start_unix_server(
+            lambda r, w: _serve_connection(defence, r, w, lambda: stopped.append(True)), path=path)
+        async with server:
+            worker = RemoteDefence(path, Store(settings.store_path), settings, data)
+            with pytest.raises(RecorderUnavailable):
+                await worker.admit_async("a", FILLER)
+            assert stopped == [True]
+            with pytest.raises(RecorderUnavailable):  # and a later population is not decided either
+                await worker.admit_async("a", PAIR[1])
+
+    asyncio.run(main())
+    assert defence.damaged
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # starlette's test client on httpx
+def test_a_server_without_recorder_whose_record_fails_answers_503(small_census, tmp_path, monkeypatch):
+    """A process keeping its own record (no recorder): the table whose population failed to be
+    recorded, and the next new one, get 503 with one line, not a 500 or a table."""
+    from starlette.testclient import TestClient
+
+    from tabsafe.service.app import create_app
+    from tabsafe.service.population import Record
+    from tabsafe.service.settings import Settings
+    from tabsafe.service.store import Store
+
+    settings = Settings.load(data=small_census.directory, prepared=tmp_path / "prepared", store=tmp_path / "s.sqlite",
+                             rules={**LENIENT, **RULES})
+    app = create_app(settings)
+    key = Store(settings.store_path).add_key("rita")[0]
+
+    def fail(self, trial):
+        raise MemoryError
+
+    with TestClient(app) as client:
+        monkeypatch.setattr(Record, "commit", fail)
+        first = client.post("/api/v1/tables", json=FILLER, headers={"X-API-Key": key})
+        monkeypatch.undo()
+        second = client.post("/api/v1/tables", json=PAIR[1], headers={"X-API-Key": key})
+    assert (first.status_code, second.status_code) == (503, 503)
+    assert first.json()["error"]["type"] == "unavailable" and "rows" not in second.json()

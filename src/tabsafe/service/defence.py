@@ -64,6 +64,12 @@ CREATE TABLE IF NOT EXISTS key_populations (
 STALE_RETRIES = 2
 
 
+class RecordDamaged(Exception):
+    """A population was being taken into the record when something failed (memory, a bug): the
+    record may be half-changed, so it decides nothing more. The store already holds the
+    population; a process started again replays the record from it."""
+
+
 class _Stale(Exception):
     """The record moved on between the check ahead and the write lock (:meth:`Defence.admit`)."""
 
@@ -140,6 +146,7 @@ class Defence:
         #: a population's digests by :func:`population_key` (many queries, one population)
         self._populations: dict[tuple[Any, ...], tuple[str, str | None]] = {}
         self.last = 0
+        self.damaged = False  # a commit failed half-way (:class:`RecordDamaged`)
         if self.active and getattr(data, "blocks", None) is None and data.geography is not None:
             raise InputError("the differencing defence needs the prepared records (engine: prepared); "
                              "switch it off only where no table can be differenced (differencing.enabled)")
@@ -205,10 +212,23 @@ class Defence:
             trials.append((record, trial))
         return trials
 
-    @staticmethod
-    def _commit(trials: list[tuple[Record, Any]]) -> None:
-        for record, trial in trials:
-            record.commit(trial)
+    def _commit(self, trials: list[tuple[Record, Any]]) -> None:
+        try:
+            for record, trial in trials:
+                record.commit(trial)
+        except BaseException as exc:
+            # a commit changes labels, sizes and both bases in turn: stopped half-way, the record
+            # no longer says what was answered, and deciding on it could let a population through
+            self.damaged = True
+            raise RecordDamaged(f"the differencing record failed while recording a population "
+                                f"({type(exc).__name__}); it decides nothing more until the service "
+                                f"starts again (it is replayed from the store)") from exc
+
+    def _whole(self) -> None:
+        """Refuse to decide on a record a failed commit may have left half-changed."""
+        if self.damaged:
+            raise RecordDamaged("the differencing record failed earlier; it decides nothing more until the "
+                                "service starts again")
 
     def _sync(self, db: Any) -> None:
         """Replay the populations other processes recorded since this one last looked."""
@@ -236,6 +256,7 @@ class Defence:
             return None
         text = canonical(query)
         with self._lock:
+            self._whole()
             known = self._digests.get(text)
             if known is None and not self.active:
                 # nothing to record: the budget counts queries by their canonical text
@@ -325,6 +346,7 @@ class Defence:
         if not self.active:
             return True
         with self._lock:
+            self._whole()
             people, area, _ = self._masks(query)
             for record, mask in ((self.people, people), (self.areas, area)):
                 if record is None or mask is None:
@@ -342,6 +364,7 @@ class Defence:
         let it out), else None: a worker that keeps it lets the same table out again to a key
         counted for it without asking (:mod:`tabsafe.service.recorder`)."""
         with self._lock:
+            self._whole()
             known = self._digests.get(canonical(query))
             if known is None or (self.active and not self._knows(known)):
                 return None
@@ -415,5 +438,5 @@ def _refusal(area: bool, problem: str) -> Refused:
     return Refused("differencing", text)
 
 
-__all__ = ["Defence", "Refused", "area_mask", "budget", "canonical", "counted", "population_key", "population_mask",
+__all__ = ["Defence", "RecordDamaged", "Refused", "area_mask", "budget", "canonical", "counted", "population_key", "population_mask",
            "replay_limits"]

@@ -29,6 +29,7 @@ import os
 import signal
 import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -36,6 +37,7 @@ import orjson
 from tabsafe.errors import TabsafeError
 from tabsafe.service.defence import (
     POPULATIONS_SCHEMA,
+    RecordDamaged,
     Refused,
     budget,
     canonical,
@@ -75,7 +77,11 @@ def decide(defence: Any, message: dict[str, Any]) -> dict[str, Any]:
     raise ValueError(f"unknown message {op!r}")
 
 
-async def _serve_connection(defence: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+async def _serve_connection(defence: Any, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                            damaged: Callable[[], None] | None = None) -> None:
+    """Decide one worker's messages in order. ``damaged`` is called when the record failed while
+    recording (:class:`~tabsafe.service.defence.RecordDamaged`): the recorder then stops, and with
+    it the server (fail closed; a server started again replays the record from the store)."""
     try:
         while True:
             head = await reader.readexactly(4)
@@ -83,6 +89,12 @@ async def _serve_connection(defence: Any, reader: asyncio.StreamReader, writer: 
             try:
                 # decided on the loop, with no await inside: messages are decided one at a time
                 reply = decide(defence, message)
+            except RecordDamaged:
+                log.critical("recorder: the differencing record failed while recording a population; "
+                             "stopping the server (a restart replays the record from the store)", exc_info=True)
+                reply = {"error": "RecordDamaged"}
+                if damaged is not None:
+                    damaged()
             except Exception as exc:  # a bug: the worker refuses the table (503) and the log says why
                 log.exception("recorder: cannot decide a message")
                 reply = {"error": type(exc).__name__}
@@ -115,18 +127,28 @@ def run_recorder(settings_json: str, path: str, ready: Any) -> None:
         print(f"tabsafe: error: {exc.render()}", file=sys.stderr, flush=True)
         raise SystemExit(2) from None
 
+    broken = False
+
     async def main() -> None:
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         for s in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(s, stop.set)
-        server = await asyncio.start_unix_server(lambda r, w: _serve_connection(defence, r, w), path=path)
+
+        def damaged() -> None:
+            nonlocal broken
+            broken = True
+            stop.set()
+
+        server = await asyncio.start_unix_server(lambda r, w: _serve_connection(defence, r, w, damaged), path=path)
         os.chmod(path, 0o600)
         ready.set()
         async with server:
             await stop.wait()
 
     asyncio.run(main())
+    if broken:  # the supervisor sees the recorder end and stops the server
+        raise SystemExit(70)
 
 
 # ---------------------------------------------------------------------- a worker's side

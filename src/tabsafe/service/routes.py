@@ -17,7 +17,7 @@ from fastapi.responses import HTMLResponse, Response
 from tabsafe.errors import TabsafeError, TooLargeError
 from tabsafe.service.answers import Answer
 from tabsafe.service.builder import Builder, Outcome, Refusal
-from tabsafe.service.defence import Defence, Refused
+from tabsafe.service.defence import Defence, RecordDamaged, Refused
 from tabsafe.service.deps import AnswersDep, BuilderDep, DefenceDep, KeyDep, QueryKeyDep, ServiceError, StoreDep
 from tabsafe.service.query import Query
 from tabsafe.service.recorder import RecorderUnavailable, RemoteDefence
@@ -90,7 +90,7 @@ async def table(request: Request, body: TableRequest, key: QueryKeyDep, builder:
             refused = await defence.admit_async(key.id if key is not None else None, answer.query, audit_in)
             if refused is not None:
                 answer = defended(builder, defence, answer, refused)
-        except RecorderUnavailable:
+        except (RecorderUnavailable, RecordDamaged):
             # no table whose population cannot be checked leaves the service
             raise ServiceError(503, "unavailable", "the differencing record is not available; try again later",
                                headers={"Retry-After": "10"}) from None

@@ -285,12 +285,7 @@ class Basis:
         _compiled.basis_fill(self._b, False, np.ascontiguousarray(sizes, np.int64), out)
         return out
 
-    def insert(self, v: np.ndarray) -> bool:
-        led = self.lead(self.reduce(v))
-        if led is None:
-            return False
-        self.insert_led(*led)
-        return True
+    insert = BasisReference.insert  # reduce, lead, insert_led: the compiled ones
 
     def insert_led(self, j: int, v: np.ndarray) -> None:
         _compiled.basis_insert_led(self._b, int(j), np.ascontiguousarray(v, dtype=np.int64))
@@ -656,9 +651,10 @@ class Record:
         self.small_rows = trial.small_rows
         self.known.update(split.digests)
 
-    def ask(self, families: list[list[np.ndarray]]) -> str | None:
-        """Check and, when the rule holds, record new populations: None, or what breaks it."""
-        split = self.split(families)
+    def ask(self, families: list[list[np.ndarray]], spans: tuple[tuple[int, int], ...] | None = None) -> str | None:
+        """Check and, when the rule holds, record new populations: None, or what breaks it
+        (``spans``: as :meth:`split` reads them)."""
+        split = self.split(families, spans=spans)
         if not split.rows:
             return None
         trial = self.trial(split)

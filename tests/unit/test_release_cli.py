@@ -287,3 +287,35 @@ def test_no_suppressed_cell_is_derivable(census24, tmp_path: Path, capsys) -> No
     assert audit["summary"]["unknown_cells"] == figures["suppressed"]
     assert audit["summary"]["exact"] == 0
     assert figures["republished"] > 0
+
+
+def test_a_release_with_a_table_by_moves_passes_the_joint_audit(census24, tmp_path: Path, capsys) -> None:
+    """``--mode hypercube`` on a release (issue #28): the largest table (area × age × sex ×
+    citizenship, areas without their regions) by moves, the two area tables with regions by the
+    elimination, joined at the cells they share. The intruder's programs over every file as
+    written (``tabsafe audit --release``, independent of the moves) pin no primary cell."""
+    config = tmp_path / "release.yaml"
+    area = str(census24.directory / "hierarchies/area.hrc")
+    config.write_text(yaml.safe_dump({
+        "data": str(census24.persons),
+        "hierarchies": {"age": str(census24.directory / "hierarchies/age.yaml")},
+        "tables": [{"name": "cube", "by": ["area", "age", "sex", "citizenship"]},
+                   {"name": "area_age_sex", "by": ["area", "age", "sex"], "hierarchies": {"area": area}},
+                   {"name": "area_citizenship", "by": ["area", "citizenship"], "hierarchies": {"area": area}}],
+    }))
+    out = tmp_path / "release"
+    assert _run("protect", "--release", config, "--method", "suppress", "--mode", "hypercube", "--min-freq", 3,
+                "--out", out, "--evaluation", tmp_path / "eval") == 0
+    protected = capsys.readouterr().out
+    assert "release audit: no primary cell" in protected
+    assert _run("audit", "--release", out / "release.yaml", "--out", tmp_path / "joint.json") == 0
+    joint = _exposed(tmp_path / "joint.json")
+    primary = set()
+    for name in ("cube", "area_age_sex", "area_citizenship"):
+        ev = pd.read_parquet(tmp_path / "eval" / f"{name}.evaluation.parquet")
+        ev = ev.astype({c: str for c in ev.columns if c not in {"count", "original", "reason"}})
+        codes = [c for c in ev.columns if c not in {"count", "original", "reason"}]
+        for row in ev[ev["reason"] == "primary"][codes].itertuples(index=False):
+            primary.add((name, "(" + ", ".join(f"{c}={v}" for c, v in zip(codes, row)) + ")"))
+    assert len(primary) > 50
+    assert [e for e in joint["exposed"] if (e["table"], e["cell"]) in primary] == []

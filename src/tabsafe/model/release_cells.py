@@ -237,6 +237,20 @@ class ReleaseCells:
         return cls(names, dense, cells, n_cells, _relations(dense, cells, n_cells), tuple(concepts[c] for c in order),
                    tuple(boxes), tuple(texts))
 
+    def subset(self, tables: Sequence[int]) -> tuple[ReleaseCells, np.ndarray]:
+        """The release of the tables numbered ``tables`` alone, and for each of its cells the cell
+        of this release it is (their relations are those tables' relations only)."""
+        held = np.unique(np.concatenate([self.cells[i] for i in tables]))
+        renumber = np.full(self.n_cells, -1, dtype=np.int64)
+        renumber[held] = np.arange(held.size)
+        dense = tuple(self.tables[i] for i in tables)
+        cells = tuple(renumber[self.cells[i]] for i in tables)
+        pick = (lambda xs: tuple(xs[i] for i in tables) if xs else xs)
+        sub = ReleaseCells(tuple(self.names[i] for i in tables), dense, cells, int(held.size),
+                           _relations(dense, cells, int(held.size)), self.concepts, pick(self.boxes),
+                           pick(self.opaque))
+        return sub, held
+
     # ------------------------------------------------------------------ per cell
     def combine(self, column: str = "count") -> np.ndarray:
         """One value per release cell from the tables' ``column``; a cell the tables give different

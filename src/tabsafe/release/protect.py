@@ -51,7 +51,10 @@ __all__ = ["HidingMethod", "JointMethod", "ReleaseProtection", "protect_release"
 class JointMethod(Protocol):
     """A method that protects the tables of a release together."""
 
-    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None
+                        ) -> tuple[tuple[Protection, ...], Report] | tuple[tuple[Protection, ...], Report, ReleaseAudit]:
+        """The tables' protections and the release's report; a method whose proofs are the
+        release audit returns it third (then no interval programs are run over the release)."""
         ...  # pragma: no cover
 
 
@@ -156,11 +159,16 @@ def protect_release(
         from tabsafe import memory
 
         # the union of the tables is at most their sum: each table's model, added up, before any work
+        estimate = getattr(method, "release_memory_estimate", None)
         memory.check(f"method {method.name!r} on a release of {cells.n_cells:,} cells",
-                     sum(method.memory_estimate(t) for t in cells.tables))
-        protections, report = method.protect_release(cells, seed=seed)
+                     estimate(cells.tables) if estimate is not None
+                     else sum(method.memory_estimate(t) for t in cells.tables))
+        protections, report, *proven = method.protect_release(cells, seed=seed)
         _check_consistent(cells, protections, method)
-        audit = _audit(cells, protections, method) if caps.hides else None
+        audit = None
+        if caps.hides:
+            # a method whose proofs are the audit (moves: one program over the release would not fit)
+            audit = _checked(proven[0]) if proven else _audit(cells, protections, method)
         return ReleaseProtection(names, protections, report, cells, audit)
     from tabsafe.method import check_seed, draw_seed
 
@@ -213,7 +221,11 @@ def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) 
     for p, rows in zip(protections, cells.cells):
         primary[rows[np.asarray(p.evaluation.column("reason")) == "primary"]] = True
     required = method.required(cells.combine("count"))
-    audit = audit_release(cells, lo, hi, required=required, targets=primary, published=published)
+    return _checked(audit_release(cells, lo, hi, required=required, targets=primary, published=published))
+
+
+def _checked(audit: ReleaseAudit) -> ReleaseAudit:
+    """``audit``, when it passed; else the error that stops the release."""
     if not audit.passed:
         e = audit.exposed[0]
         raise MethodError(

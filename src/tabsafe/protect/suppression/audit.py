@@ -78,15 +78,21 @@ def audit(problem: Problem, suppressed: np.ndarray, cells: np.ndarray | None = N
     return Audit(res, narrow)
 
 
-def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit, strikes: np.ndarray) -> np.ndarray:
+#: repair rounds a primary cell may stay narrow before a caller that takes such cells gets it
+STUCK_STRIKES = 4
+
+
+def _repair_cells(problem: Problem, suppressed: np.ndarray, narrow: np.ndarray, result: Audit, strikes: np.ndarray,
+                  stuck: set[int] | None = None) -> np.ndarray:
     """For each too-narrow primary cell, the cheapest published cell that may loosen it; the
-    ``2 ** (k - 1)`` cheapest for a cell narrow in ``k = strikes[p]`` rounds in a row."""
+    ``2 ** (k - 1)`` cheapest for a cell narrow in ``k = strikes[p]`` rounds in a row. A cell no
+    published cell may loosen goes to ``stuck`` when given (else: an error)."""
     A, AT = problem.A, problem.AT
     allowed = problem.candidates & ~suppressed
     slack = np.nan_to_num(problem.values, nan=0.0) - problem.lower > 0
     add = np.zeros(problem.n_cells, dtype=bool)
     holders = result.intervals.holders
-    for p in np.flatnonzero(result.narrow).tolist():
+    for p in np.flatnonzero(narrow).tolist():
         pool = np.asarray(holders.get(p, np.zeros(0, dtype=np.int64)), dtype=np.int64)
         pool = pool[allowed[pool]] if pool.size else pool
         # no dual information, or only cells that may not be hidden: the published neighbours of
@@ -103,6 +109,9 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit, strik
             pool = near[allowed[near]]
             frontier = near[suppressed[near] & ~reached[near]]
             reached[frontier] = True
+        if pool.size == 0 and stuck is not None:
+            stuck.add(p)
+            continue
         if pool.size == 0:
             raise MethodError(
                 f"primary cell {problem.name(p)} cannot be protected: every cell that could hide it is "
@@ -115,7 +124,8 @@ def _repair_cells(problem: Problem, suppressed: np.ndarray, result: Audit, strik
 
 def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
          deadline: float | None = None,
-         points: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, int]:
+         points: list[tuple[np.ndarray, np.ndarray]] | None = None,
+         stuck: set[int] | None = None) -> tuple[np.ndarray, int]:
     """The Gaussian-elimination heuristic, then audit-and-repair rounds (module docstring).
 
     ``hidden_first`` are candidates hidden from the start (the optimal mode completes the
@@ -123,6 +133,8 @@ def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
     value) the elimination and the repair stop once past it: :class:`TimeUp` is raised instead
     (the optimal mode's helpers; the fast mode itself always finishes). The tables the audits'
     programs find go to ``points`` when given (:func:`republish_derivable` starts from them).
+    ``stuck``: primary cells no published cell can loosen are added to it and left narrow
+    (:mod:`.cube_release` protects them with cells of another table); None: they are an error.
 
     Returns:
         the suppressed cells (primary, hidden and secondary) and the number of audits.
@@ -137,13 +149,14 @@ def fast(problem: Problem, *, hidden_first: np.ndarray | None = None,
            suppressed=int(suppressed.sum()))
     if result.passed:
         return suppressed, 1
-    mended, rounds = mend(problem, suppressed, audited=result, deadline=deadline, points=points)
+    mended, rounds = mend(problem, suppressed, audited=result, deadline=deadline, points=points, stuck=stuck)
     return mended, 1 + rounds
 
 
 def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
          deadline: float | None = None,
-         points: list[tuple[np.ndarray, np.ndarray]] | None = None) -> tuple[np.ndarray, int]:
+         points: list[tuple[np.ndarray, np.ndarray]] | None = None,
+         stuck: set[int] | None = None) -> tuple[np.ndarray, int]:
     """``pattern`` made protected by the audit's repairs alone (module docstring): every round
     hides, for each primary cell still too narrow, the cheapest published cells holding its
     bound, more for a cell narrow again. The pattern only grows, so after the first audit only
@@ -170,10 +183,18 @@ def mend(problem: Problem, pattern: np.ndarray, *, audited: Audit | None = None,
             took = time.perf_counter() - began
             report("suppression", phase="audit and repair", round=rounds + 1, narrow=int(result.narrow.sum()),
                    suppressed=int(suppressed.sum()))
-        if result.passed:
+        narrow = result.narrow.copy()
+        if stuck:
+            narrow[list(stuck)] = False
+        if not narrow.any():
             return suppressed, rounds
-        strikes = np.where(result.narrow, strikes + 1, 0)
-        suppressed = suppressed | _repair_cells(problem, suppressed, result, strikes)
+        strikes = np.where(narrow, strikes + 1, 0)
+        if stuck is not None and (strikes > STUCK_STRIKES).any():
+            # narrow after 1 + 2 + 4 + 8 cells hidden for it: left to the caller, not hidden around
+            late = strikes > STUCK_STRIKES
+            stuck.update(np.flatnonzero(late).tolist())
+            narrow &= ~late
+        suppressed = suppressed | _repair_cells(problem, suppressed, narrow, result, strikes, stuck)
     raise MethodError(f"secondary suppression did not pass its interval audit within {MAX_ROUNDS} rounds",
                       reason=Reason.WORK_LIMIT)
 

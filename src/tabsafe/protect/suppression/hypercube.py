@@ -165,14 +165,14 @@ def _axes(problem: Problem) -> tuple[_Axis, ...]:
     table = problem.system.table
     if table is None:
         raise InputError("the hypercube mode needs one table's grid (a release of several tables is suppressed "
-                         "with mode fast or optimal)")
+                         "table by table: cube_release.py)")
     return tuple(_Axis(d.hierarchy, int(s)) for d, s in zip(table.dimensions, table.strides))
 
 
 class _Search:
     """The cheapest move of each primary cell, given the cells hidden so far (module docstring)."""
 
-    def __init__(self, problem: Problem, axes: tuple[_Axis, ...]) -> None:
+    def __init__(self, problem: Problem, axes: tuple[_Axis, ...], before: np.ndarray | None = None) -> None:
         self.axes = axes
         self.values = np.nan_to_num(problem.values)
         self.room = self.values - problem.lower
@@ -183,6 +183,8 @@ class _Search:
         self.cost = np.where(self.blocked, np.inf, problem.cost)
         self.required = problem.required
         self.suppressed = problem.primary | problem.hidden
+        if before is not None:  # hidden by an earlier pass: free to reuse, unless blocked
+            self.suppressed = self.suppressed | before
 
     def options(self, cell: int, axis: int, start: int) -> list[tuple[np.ndarray, np.ndarray]]:
         """The vectors variable ``axis`` may take in a move of ``cell`` (the first: ``e_start``)."""
@@ -231,7 +233,7 @@ class _Search:
             changed = False
             for a, ax in enumerate(axes):
                 off, sgn = _corners(base, axes, [opts[b][choice[b]] for b in range(len(axes))], skip=a)
-                best, best_cost = self._best(cell, off, sgn, opts[a], ax.stride)
+                best, best_cost = self._best(cell, off, sgn, opts[a], ax.stride, choice[a])
                 if best is not None and (best != choice[a] and best_cost < cost_now - _TOL or cost_now == np.inf):
                     changed = changed or best != choice[a]
                     choice[a], cost_now = best, best_cost
@@ -240,14 +242,16 @@ class _Search:
         return _corners(base, axes, [opts[a][choice[a]] for a in range(len(axes))])
 
     def _best(self, cell: int, off: np.ndarray, sgn: np.ndarray, options: list[tuple[np.ndarray, np.ndarray]],
-              stride: int) -> tuple[int | None, float]:
+              stride: int, current: int = 0) -> tuple[int | None, float]:
         """The cheapest feasible option of one variable, the others' corners being ``off``/``sgn``."""
         codes = np.concatenate([c for c, _ in options])
         signs = np.concatenate([s for _, s in options])
         starts = np.cumsum([0] + [c.size for c, _ in options[:-1]])
         corners = off[:, None] + codes[None, :] * stride
         corner_sign = sgn[:, None] * signs[None, :]
-        cost = np.where(self.suppressed[corners], 0.0, self.cost[corners]).sum(axis=0)
+        # a blocked cell hidden earlier still costs infinity: no move changes it
+        each = np.where(self.suppressed[corners] & ~self.blocked[corners], 0.0, self.cost[corners])
+        cost = each.sum(axis=0)
         room = self.room[corners]
         up = np.where(corner_sign < 0, room, np.inf).min(axis=0)    # how far the primary can go up
         down = np.where(corner_sign > 0, room, np.inf).min(axis=0)  # and down
@@ -255,21 +259,30 @@ class _Search:
         width = np.minimum.reduceat(up, starts) + np.minimum.reduceat(down, starts)
         ok = np.isfinite(cost) & (width >= self.required[cell] - _TOL)
         if not ok.any():
-            return None, np.inf
+            # no option will do with the other variables as they are. When the current one has
+            # blocked cells, one with fewer, so that the next variables can clear the rest (a
+            # move that must alternate in two variables to miss the cells another table holds)
+            stuck = np.add.reduceat(np.isinf(each).sum(axis=0), starts).astype(np.float64)
+            stuck[width < self.required[cell] - _TOL] = np.inf  # wide enough, the blocked cells apart
+            fewer = int(np.argmin(stuck))
+            return (fewer, np.inf) if stuck[fewer] < stuck[current] else (None, np.inf)
         cost = np.where(ok, cost, np.inf)
         best = int(np.argmin(cost))
         return best, float(cost[best])
 
 
-def hypercube(problem: Problem) -> tuple[np.ndarray, Moves]:
+def hypercube(problem: Problem, before: np.ndarray | None = None) -> tuple[np.ndarray, Moves]:
     """The hypercube pattern of ``problem`` (one table's grid) and each primary cell's move.
+
+    ``before``: cells an earlier pass hid (:mod:`.cube_release`): the moves reuse them at no cost,
+    unless ``problem`` forces them published (then no move changes them), and they stay hidden.
 
     Primary cells are visited from the largest subtable down (cells with more totals first, then
     larger values, then cell order): a margin's move hides cells that the inner cells' moves can
     then reuse at no cost.
     """
     axes = _axes(problem)
-    search = _Search(problem, axes)
+    search = _Search(problem, axes, before)
     prim = np.flatnonzero(problem.primary)
     totals = np.zeros(prim.size, dtype=np.int64)
     for ax in axes:
@@ -284,7 +297,7 @@ def hypercube(problem: Problem) -> tuple[np.ndarray, Moves]:
         off, sgn = search.move(p)
         search.suppressed[off] = True
         found[p] = (off, sgn)
-    _publish_back(search, problem, found)
+    _publish_back(search, problem, found, before)
     cells = [found[p][0] for p in prim.tolist()]
     ptr = np.concatenate([[0], np.cumsum([c.size for c in cells])]).astype(np.int64)
     moves = Moves(prim, ptr, np.concatenate(cells) if cells else np.zeros(0, np.int64),
@@ -292,7 +305,8 @@ def hypercube(problem: Problem) -> tuple[np.ndarray, Moves]:
     return search.suppressed.copy(), moves
 
 
-def _publish_back(search: _Search, problem: Problem, found: dict[int, tuple[np.ndarray, np.ndarray]]) -> int:
+def _publish_back(search: _Search, problem: Problem, found: dict[int, tuple[np.ndarray, np.ndarray]],
+                  before: np.ndarray | None = None) -> int:
     """Publish again costly hidden cells the moves can go round, in place (``search.suppressed``,
     ``found``); how many.
 
@@ -311,6 +325,8 @@ def _publish_back(search: _Search, problem: Problem, found: dict[int, tuple[np.n
     uses = np.bincount(where, minlength=n)
     added: dict[int, set[int]] = {}  # moves through a cell since ``through`` was built
     fixed = problem.primary | problem.hidden
+    if before is not None:
+        fixed = fixed | before
     candidates = np.flatnonzero(search.suppressed & ~fixed)
     order = candidates[np.lexsort((candidates, -search.cost[candidates]))][:PUBLISH_BACK_CELLS]
     budget, published = PUBLISH_BACK_MOVES, 0

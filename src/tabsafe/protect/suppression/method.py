@@ -12,8 +12,8 @@ about their values (those are private figures).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -23,12 +23,16 @@ from tabsafe.method import Examples, Outcome, TableMethod
 from tabsafe.model.result import Protection, Release, Report
 from tabsafe.model.table import Table
 from tabsafe.params import Choice, Int, Optional, Real, TextList, parameter
+from tabsafe.protect.suppression.cube_release import suppress_with_cubes
 from tabsafe.protect.suppression.linked import joint_table, release_problem
 from tabsafe.protect.suppression.primary import primary_suppression
 from tabsafe.protect.suppression.problem import DEFAULT_WORK_LIMIT, Cost, Mode, Settings, ZeroPolicy
 from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression, suppress_problem
 from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.risk.rules import RiskRules, RuleThresholds
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.release.audit import ReleaseAudit
 
 __all__ = ["CellSuppression", "suppression_columns"]
 
@@ -70,7 +74,9 @@ class CellSuppression(TableMethod):
         zeros: how zero cells are treated: never suppressed, safe (may be hidden as secondary cells) or
             primary (informative zeros).
         mode: secondary suppression by the fast heuristic, the optimal integer program, or
-            hypercube moves (one table too large for the other two; hides more).
+            hypercube moves (one table too large for the other two; hides more; in a release,
+            the tables too large for the elimination by moves and the others by the elimination,
+            joined at the cells they share: :mod:`.cube_release`).
         cost: minimise the value suppressed (count) or the number of cells (cells).
         protection_level: least interval width of a primary cell.
         protection_ratio: least interval width as a share of the primary cell's value.
@@ -105,12 +111,6 @@ class CellSuppression(TableMethod):
     work_limit: int = parameter(DEFAULT_WORK_LIMIT, check=Int(min=1))
     time_limit: float | None = parameter(None, check=Optional(Real(min=0, min_open=True)))
     mip_gap: float = parameter(1e-4, check=Real(min=0, max=1))
-
-    def capabilities(self) -> Capabilities:
-        """As declared, except that the hypercube mode works on one table's grid: it suppresses
-        no release jointly."""
-        out = super().capabilities()
-        return replace(out, joint=False) if self.mode is Mode.HYPERCUBE else out
 
     def validate(self) -> None:
         thresholds = RuleThresholds.both_sides(
@@ -222,19 +222,50 @@ class CellSuppression(TableMethod):
         """The interval width a primary cell of value ``values`` needs."""
         return np.maximum(self.protection_level, self.protection_ratio * np.nan_to_num(values))
 
-    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None) -> tuple[tuple[Protection, ...], Report]:
+    def protect_release(self, cells: ReleaseCells, *, seed: int | None = None
+                        ) -> tuple[tuple[Protection, ...], Report] | tuple[tuple[Protection, ...], Report, ReleaseAudit]:
         """Suppress the tables of a release together (:mod:`tabsafe.release`): primary cells by the
         rules in each table (primary in every table holding them), secondary suppression over the
-        union of the tables' cells and relations, so a shared cell has one status."""
+        union of the tables' cells and relations, so a shared cell has one status.
+
+        In mode hypercube, the tables of :meth:`cube_tables` by moves and the others together by
+        the elimination, joined at the cells they share (:mod:`.cube_release`); its proofs are the
+        release audit, returned third."""
         primary = np.zeros(cells.n_cells, dtype=bool)
         for t, rows in zip(cells.tables, cells.cells):
             primary[rows] |= self.primary(t)
-        result = suppress_problem(release_problem(cells, primary, self.settings))
+        audit = None
+        if self.mode is Mode.HYPERCUBE:
+            result, audit = suppress_with_cubes(cells, primary, self.settings, self.cube_tables(cells.tables))
+        else:
+            result = suppress_problem(release_problem(cells, primary, self.settings))
         figures = {**result.figures, "tables": len(cells.tables), "shared_cells": int((cells.shared() > 1).sum())}
         report = Report(method=self.name, params=self.params(), figures=figures, private=result.private,
                         notes=self.notes())
         protections = tuple(self._protection(t, result, rows, report) for t, rows in zip(cells.tables, cells.cells))
-        return protections, report
+        return (protections, report) if audit is None else (protections, report, audit)
+
+    def cube_tables(self, tables: Sequence[Table]) -> tuple[int, ...]:
+        """The tables of a release suppressed by moves in mode hypercube: those the elimination
+        would need more memory for than the limit allows, else the largest."""
+        from tabsafe import memory
+
+        budget = memory.limit()
+        big = tuple(i for i, t in enumerate(tables) if self._fast_bytes(t) > budget)
+        return big or (max(range(len(tables)), key=lambda i: tables[i].n_cells),)
+
+    def release_memory_estimate(self, tables: Sequence[Table]) -> int:
+        """The memory model of a release: in mode hypercube, moves for :meth:`cube_tables` and the
+        elimination for the others; else each table's, added up."""
+        if self.mode is not Mode.HYPERCUBE:
+            return sum(self.memory_estimate(t) for t in tables)
+        cubes = self.cube_tables(tables)
+        return sum(self.memory_estimate(t) if i in cubes else self._fast_bytes(t) for i, t in enumerate(tables))
+
+    def _fast_bytes(self, table: Table) -> int:
+        from tabsafe.protect.suppression.footprint import shape, suppression_bytes
+
+        return suppression_bytes(shape(table), zeros_published=self.zeros is ZeroPolicy.NEVER, optimal=False)
 
     def protect_linked(self, tables: Sequence[Table]) -> tuple[Protection, ...]:
         """Suppress linked tables consistently, in the table of all their variables

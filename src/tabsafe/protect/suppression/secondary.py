@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -54,8 +54,10 @@ class SuppressionResult:
         return self.reason != "published"
 
 
-def suppress_problem(problem: Problem) -> SuppressionResult:
-    """Secondary suppression of a built :class:`Problem` (module docstring)."""
+def suppress_problem(problem: Problem, stuck: set[int] | None = None) -> SuppressionResult:
+    """Secondary suppression of a built :class:`Problem` (module docstring). ``stuck`` (fast mode):
+    primary cells no published cell can loosen are added to it and left to the caller, as cells
+    published by force here (:mod:`.cube_release`); None: they are an error."""
     settings = problem.settings
     start = time.perf_counter()
     figures: dict[str, Any] = {"mode": settings.mode.value}
@@ -74,8 +76,14 @@ def suppress_problem(problem: Problem) -> SuppressionResult:
         suppressed = _hypercube(problem, figures, private)
     else:
         # the fast pattern always: it is the answer when the budget leaves no other
-        suppressed, rounds = fast(problem, points=points)
+        suppressed, rounds = fast(problem, points=points, stuck=stuck)
         figures["audit_rounds"] = rounds
+        if stuck:  # the caller's: published here, so that the audits below need not protect them
+            left = np.zeros(problem.n_cells, dtype=bool)
+            left[list(stuck)] = True
+            problem = replace(problem, primary=problem.primary & ~left, forced=problem.forced | left,
+                              required=np.where(left, 0.0, problem.required))
+            suppressed = suppressed & ~left
         if settings.mode is Mode.OPTIMAL:
             suppressed = _optimal(problem, suppressed, Budget(settings.work_limit, settings.time_limit, started=start),
                                   figures, private)

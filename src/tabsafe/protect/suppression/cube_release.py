@@ -1,0 +1,445 @@
+"""A release whose largest tables only the hypercube mode can take: moves inside those tables,
+the elimination over the others together, joined at the cells they share (issue #28).
+
+Parts. Each table the elimination cannot take (a *cube*: :meth:`CellSuppression.cube_tables`) is
+one part; the other tables together are *the rest*. A release cell two parts hold is an
+*interface* cell (in the demo's release, 1,935 region-level cells of the 7-variable hypercube's
+997,920 that the area tables also publish).
+
+Why the parts can be protected apart. An intruder's feasible tables are those that keep the
+release's relations and published values (seed 000 §5.3, METHODS.md §10). A change of one part's
+cells that keeps that part's relations and published cells and changes no interface cell is,
+extended by zero, a change of the whole release that keeps everything published. So:
+
+* a primary cell of a cube, not on the interface: a hypercube move (:mod:`.hypercube`) that
+  changes no interface cell (they are blocked in its search; :func:`~.hypercube.verify` and a
+  check that the move misses the interface);
+* a primary cell of the rest, not on the interface: the elimination and its interval audit over
+  the rest with every interface cell published (:func:`~.audit.fast`), then the release audit of
+  the rest (:func:`tabsafe.release.audit.audit_release`) with every interface cell at its true
+  value. A table it finds, joined with the true cubes, is a table of the release, so the interval
+  it finds lies inside the release's;
+* a primary cell on the interface (a small region-level cell a cube and the rest both hold): its
+  cube's move ``h`` changes interface cells; the rest follows with a change ``t`` of its own
+  cells equal to ``h`` on the interface (:func:`_follow`: a linear program per direction, which
+  hides cells of the rest, the cheapest first, when its hidden cells cannot carry the move).
+  ``h + t`` is a move of the release; each direction reaches the smaller of the two.
+
+Cells hidden later never undo an earlier proof: a change that keeps every published cell keeps
+them when fewer are published. The proofs give the release audit's intervals (inner bounds:
+each proven wide enough), without one program over the whole release.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from tabsafe.errors import MethodError, Reason
+from tabsafe.progress import report
+from tabsafe.protect.suppression.hypercube import hypercube, verify
+from tabsafe.protect.suppression.linked import release_system
+from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
+from tabsafe.protect.suppression.secondary import SuppressionResult, suppress_problem
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.model.release_cells import ReleaseCells
+    from tabsafe.release.audit import ReleaseAudit
+
+__all__ = ["suppress_with_cubes"]
+
+_TOL = 1e-6
+#: relations away from a move that the rest's first program to follow it looks (then everywhere)
+NEAR = 3
+#: new moves sought for a primary cell whose move the rest cannot follow
+RETRIES = 3
+
+
+def suppress_with_cubes(cells: ReleaseCells, primary: np.ndarray, settings: Settings,
+                        cubes: Sequence[int]) -> tuple[SuppressionResult, ReleaseAudit]:
+    """Suppress the release ``cells`` (``primary``: its primary cells) with the tables numbered
+    ``cubes`` by moves and the rest by the elimination (module docstring); the pattern over the
+    release's cells and the audit its proofs give."""
+    return _Join(cells, primary, settings, tuple(sorted(set(cubes)))).run()
+
+
+class _Join:
+    """One run of :func:`suppress_with_cubes`: the parts, the pattern so far, the proofs."""
+
+    def __init__(self, cells: ReleaseCells, primary: np.ndarray, settings: Settings, cubes: tuple[int, ...]) -> None:
+        self.cells, self.primary, self.settings, self.cubes = cells, primary, settings, cubes
+        self.rest = tuple(i for i in range(len(cells.tables)) if i not in cubes)
+        parts = np.zeros(cells.n_cells, dtype=np.int64)
+        in_cubes = np.zeros(cells.n_cells, dtype=np.int64)
+        for i in cubes:
+            parts[np.unique(cells.cells[i])] += 1
+            in_cubes[np.unique(cells.cells[i])] += 1
+        if self.rest:
+            parts[np.unique(np.concatenate([cells.cells[i] for i in self.rest]))] += 1
+        self.interface, self.between = parts > 1, in_cubes > 1
+        if (self.between & primary).any():
+            c = int(np.flatnonzero(self.between & primary)[0])
+            raise MethodError(f"cell {cells.name(c)} is primary and held by two tables suppressed by moves; suppress "
+                              "one of them with the others (mode fast), or publish them as separate releases",
+                              reason=Reason.NOT_APPLICABLE)
+        self.values = np.nan_to_num(cells.combine("count"))
+        self.hidden = primary.copy()
+        self.inner = np.full((2, cells.n_cells), np.nan)  # each primary cell's proven interval (inner bounds)
+        #: moves the rest follows (release cell: cells, signs, up, down, width to prove)
+        self.moved: dict[int, tuple[np.ndarray, np.ndarray, float, float, float]] = {}
+        #: per tied cell of the rest, its anchors' moves (cells, signs, up, down)
+        self.tie_moves: dict[int, list[tuple[np.ndarray, np.ndarray, float, float]]] = {}
+        self.figures: dict = {}
+        self.systems: dict[int, CellSystem] = {}  # each cube's cells, for moves sought again
+        self.cube_of: dict[int, int] = {}  # a moved primary cell: its cube
+
+    def run(self) -> tuple[SuppressionResult, ReleaseAudit]:
+        started = time.perf_counter()
+        cells, primary, hidden = self.cells, self.primary, self.hidden
+        ties: dict[int, list[tuple[int, np.ndarray]]] = {}
+        exposed: tuple = ()
+        if self.rest:
+            self.sub, self.held = cells.subset(self.rest)
+            self.local = np.full(cells.n_cells, -1, dtype=np.int64)
+            self.local[self.held] = np.arange(self.held.size)
+            ties = self._rest_pattern()
+        for i in self.cubes:
+            report("suppression", phase="moves", table=cells.names[i])
+            self._cube(i, ties)
+        if self.rest:
+            exposed = self._follow_moves(ties)
+        reason = np.full(cells.n_cells, "secondary", dtype=object)
+        reason[~hidden] = "published"
+        reason[primary] = "primary"
+        values = self.values
+        result = SuppressionResult(reason.astype(str), {
+            "mode": self.settings.mode.value, "cells": cells.n_cells, "suppressed": int(hidden.sum()),
+            "tables_by_moves": [cells.names[i] for i in self.cubes], "interface_cells": int(self.interface.sum()),
+            "audit": "moves and programs", **self.figures, "seconds": round(time.perf_counter() - started, 3),
+        }, {
+            "primary": int(primary.sum()), "secondary": int((hidden & ~primary).sum()),
+            "value_suppressed": int(values[hidden].sum()), "secondary_value": int(values[hidden & ~primary].sum()),
+            "moves_followed": len(self.moved), "tied_to_interface": len(ties),
+        })
+        return result, self._audit(exposed)
+
+    def _required(self, value: float) -> float:
+        """The interval width a primary cell of ``value`` needs (as :meth:`Problem.build` states it)."""
+        return float(max(self.settings.protection_level, self.settings.protection_ratio * value))
+
+    def _rest_pattern(self) -> dict[int, list[int]]:
+        """The rest's elimination and audit with every interface cell published; the primary cells
+        it cannot protect so (*tied* to the interface: four hidden 1s of a region's four, its cell
+        published), each with the interface cells near it (its *anchors*, moved in their cube as
+        if primary, wide enough for it, the rest following with the tied cell)."""
+        sub, face = self.sub, self.interface[self.held]
+        system, settings = release_system(sub), replace(self.settings, mode=Mode.FAST)
+        first = Problem.build(system, self.primary[self.held] & ~face, settings, published=face)
+        report("suppression", phase="rest", tables=len(self.rest), cells=sub.n_cells)
+        # tied: left out of the rest's elimination, which would otherwise hide ever more cells
+        # around them in vain
+        tied = _pinned(first)
+        stuck = set(np.flatnonzero(tied).tolist())
+        self.problem = Problem.build(system, first.primary & ~tied, settings, published=face | tied)
+        result = suppress_problem(self.problem, stuck=stuck)  # stuck: any its repairs find besides
+        self.figures.update({"audit_rounds": result.figures.get("audit_rounds"),
+                             "republished": result.figures.get("republished")})
+        self.mine = result.suppressed | self.hidden[self.held]
+        A, AT = self.problem.A, self.problem.AT
+        v = self.values[self.held]
+        ties: dict[int, list[tuple[int, np.ndarray]]] = {}
+        for q in sorted(stuck):
+            anchors = []
+            for r in AT[q].indices.tolist():  # the relations of q: one of their interface cells moves
+                row = A.indices[A.indptr[r]:A.indptr[r + 1]]
+                near = row[face[row] & (v[row] > 0) & ~self.between[self.held[row]]]
+                # its other interface cells stay: a move of two of them could leave q as it was
+                anchors += [(int(self.held[f]), self.held[row[face[row] & (row != f)]]) for f in near.tolist()]
+            if not anchors:
+                raise MethodError(f"primary cell {self.cells.name(int(self.held[q]))} cannot be protected: every "
+                                  "cell that could hide it is published by force", reason=Reason.INFEASIBLE)
+            ties[int(self.held[q])] = anchors
+        return ties
+
+    def _cube(self, i: int, ties: dict[int, list[tuple[int, np.ndarray]]]) -> None:
+        """Moves in cube ``i``: first for its primary interface cells (other interface cells may
+        move; the rest follows them); then for its other primary cells, no interface cell moving;
+        those with no such move get one the rest follows; last, for each anchor of a tied cell of
+        the rest, a move as wide as the tied cell needs, the anchor's fellows in the tied cell's
+        relation staying (:attr:`tie_moves`)."""
+        rows = self.cells.cells[i]
+        system = self.systems[i] = CellSystem.of_table(self.cells.tables[i])
+        prim, face, between = self.primary[rows], self.interface[rows], self.between[rows]
+        pattern = np.zeros(rows.size, dtype=bool)
+        touching: list = []
+        if (prim & face).any():
+            pattern, done = _moves(Problem.build(system, prim & face, self.settings, published=between), pattern, None)
+            touching += done
+        inside = Problem.build(system, prim & ~face, self.settings, published=face)
+        pattern, done = _moves(inside, pattern, face)
+        for p, _, _, up, down, _ in done:
+            self.inner[:, rows[p]] = (self.values[rows[p]] - down, self.values[rows[p]] + up)
+        failed = prim & ~face
+        failed[[d[0] for d in done]] = False
+        if failed.any():
+            pattern, done = _moves(Problem.build(system, failed, self.settings, published=between), pattern, None)
+            touching += done
+        for p, cs, ss, up, down, need in touching:
+            self.moved[int(rows[p])] = (rows[cs], ss, up, down, need)
+            self.cube_of[int(rows[p])] = i
+        at = {int(c): g for g, c in enumerate(rows.tolist())}
+        for q, anchors in ties.items():
+            for f, block in anchors:
+                if f not in at:
+                    continue
+                alone = np.zeros(rows.size, dtype=bool)
+                alone[at[f]] = True
+                problem = Problem.build(system, alone, self.settings, published=between | np.isin(rows, block))
+                problem = replace(problem, required=np.where(alone, self._required(self.values[q]), 0.0))
+                pattern, done = _moves(problem, pattern, np.zeros(rows.size, dtype=bool))
+                self.tie_moves.setdefault(q, []).extend((rows[cs], ss, up, down) for _, cs, ss, up, down, _ in done)
+        self.hidden[rows[pattern | prim]] = True
+
+    def _follow_moves(self, ties: dict[int, list[tuple[int, np.ndarray]]]) -> tuple:
+        """The rest follows every move of :attr:`moved` of a primary cell (with its hidden cells,
+        else cells it hides for them), and each tied cell moves with one of its anchors; then the
+        rest's audit with the interface at its true values. Its exposed cells, as release cells."""
+        face = self.interface[self.held]
+        self.mine |= self.hidden[self.held]  # what the cubes hid of the interface
+        hidden_before = int(self.mine.sum())
+        for k, (f, (cs, ss, up, down, _)) in enumerate(sorted(self.moved.items())):
+            report("suppression", phase="moves followed", done=k, total=len(self.moved) + len(ties))
+            if self.primary[f]:
+                self._follow_primary(f, (cs, ss, up, down))
+        for q in ties:
+            if not any(self._tie(q, move) for move in self.tie_moves.get(q, ())):
+                raise MethodError(f"primary cell {self.cells.name(q)} can only be hidden with cells a table suppressed "
+                                  "by moves holds, and the rest cannot follow their moves", reason=Reason.INFEASIBLE)
+        self.figures["hidden_to_follow"] = int(self.mine.sum()) - hidden_before
+        self.hidden[self.held[self.mine]] = True
+        tied = np.zeros(self.held.size, dtype=bool)
+        tied[self.local[list(ties)]] = True
+        checked = _rest_audit(self.sub, self.held, self.problem, self.mine, face, self.problem.primary & ~tied,
+                              self.inner)
+        return tuple(replace(e, cell=int(self.held[e.cell])) for e in checked.exposed)
+
+    def _follow_primary(self, f: int, move: tuple[np.ndarray, np.ndarray, float, float]) -> None:
+        """The rest follows the move of primary cell ``f`` both ways; when it cannot, the cube's
+        move is sought again with the interface cells of the last one kept still (up to
+        :data:`RETRIES` times). Its proven interval goes to :attr:`inner`."""
+        need = self._required(self.values[f])
+        still: set[int] = set()
+        for _ in range(RETRIES + 1):
+            cs, ss, up, down = move
+            need_up = min(up, need)
+            u = self._face_move(cs, ss)
+            if self._follow(u, need_up) and self._follow(-u, need - need_up):
+                self.inner[:, f] = (self.values[f] - (need - need_up), self.values[f] + need_up)
+                return
+            still.update(int(c) for c in cs[self.interface[cs] & (cs != f)])
+            again = self._again(f, still)
+            if again is None:
+                break
+            move = again
+        raise MethodError(f"the tables suppressed by elimination cannot follow the move of primary cell "
+                          f"{self.cells.name(f)}, which a table suppressed by moves holds", reason=Reason.INFEASIBLE)
+
+    def _again(self, f: int, still: set[int]) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+        """A new move in its cube for primary cell ``f``, the interface cells ``still`` kept still
+        (its cells hidden in the release), or None."""
+        i = self.cube_of[f]
+        rows = self.cells.cells[i]
+        alone = rows == f
+        kept = self.between[rows] | (np.isin(rows, np.fromiter(still, dtype=np.int64)) & ~alone)
+        problem = Problem.build(self.systems[i], alone, self.settings, published=kept)
+        pattern, done = _moves(problem, self.hidden[rows] & ~kept, np.zeros(rows.size, dtype=bool))
+        if not done:
+            return None
+        self.hidden[rows[pattern]] = True
+        self.mine |= self.hidden[self.held]
+        _, cs, ss, up, down, _ = done[0]
+        return rows[cs], ss, up, down
+
+    def _face_move(self, cs: np.ndarray, ss: np.ndarray) -> np.ndarray:
+        """A cube's move on the rest's cells (its interface part), as a vector over the rest."""
+        at = self.local[cs]
+        u = np.zeros(self.held.size)
+        u[at[at >= 0]] = ss[at >= 0]
+        return u
+
+    def _tie(self, q: int, move: tuple[np.ndarray, np.ndarray, float, float]) -> bool:
+        """Whether the tied cell ``q`` moves with an anchor's ``move`` far enough both ways (the
+        rest following); then its proven interval goes to :attr:`inner`."""
+        cs, ss, up, down = move
+        u = self._face_move(cs, ss)
+        lq = int(self.local[q])
+        room = float(self.values[q] - self.problem.lower[lq])
+        need = self._required(self.values[q])
+        for way, q_up, q_down in ((1.0, up, down), (-1.0, down, up)):  # q with f, or against it
+            need_up = min(q_up, need)
+            if need - need_up > min(q_down, room) + _TOL:
+                continue
+            vec = way * u
+            vec[lq] = 1.0
+            if self._follow(vec, need_up) and self._follow(-vec, need - need_up):
+                self.inner[:, q] = (self.values[q] - (need - need_up), self.values[q] + need_up)
+                return True
+        return False
+
+    def _follow(self, move: np.ndarray, size: float) -> bool:
+        """Whether the rest follows ``size`` times ``move`` (cells it hides for it added to
+        :attr:`mine`)."""
+        if size <= 0:
+            return True
+        fresh = _follow(self.problem, self.mine, self.interface[self.held] | (move != 0), size * move)
+        if fresh is None:
+            return False
+        self.mine |= fresh
+        return True
+
+    def _audit(self, exposed: tuple) -> ReleaseAudit:
+        """The release audit the proofs give: every primary cell's proven interval; exposed, the
+        rest's exposed cells (none: its elimination audits with the interface published)."""
+        from tabsafe.protect.suppression.problem import ZeroPolicy
+        from tabsafe.release.audit import ReleaseAudit, published_bounds
+
+        cells, hidden = self.cells, self.hidden
+        published = [np.where(hidden[rows], np.nan, self.values[rows]) for rows in cells.cells]
+        lo, hi = published_bounds(cells, published,
+                                  suppressed_min=1.0 if self.settings.zeros is ZeroPolicy.NEVER else 0.0)
+        return ReleaseAudit(cells, lo, hi, self.inner[0].copy(), self.inner[1].copy(), self.primary.copy(), exposed)
+
+
+def _pinned(problem: Problem) -> np.ndarray:
+    """Primary cells narrower than required whatever else is hidden, by one relation: its cells
+    that may be hidden all on one side (the children of a published aggregate, say), whose room
+    above their least values, added up, is less than the cell needs (four 1s of a published 4)."""
+    A = problem.A.tocsr()
+    free = problem.primary | problem.candidates
+    room = np.where(free, np.nan_to_num(problem.values) - problem.lower, 0.0)
+    plus = (A > 0).astype(np.float64) @ free
+    minus = (A < 0).astype(np.float64) @ free
+    one_side = (plus == 0) | (minus == 0)
+    slack = abs(A) @ room
+    rows = np.flatnonzero(one_side & (plus + minus > 0))
+    out = np.zeros(problem.n_cells, dtype=bool)
+    sub = A[rows]
+    cell = sub.indices
+    row_slack = np.repeat(slack[rows], np.diff(sub.indptr))
+    hit = problem.primary[cell] & (row_slack < problem.required[cell] - 1e-9)
+    out[cell[hit]] = True
+    return out
+
+
+def _moves(problem: Problem, before: np.ndarray, avoid: np.ndarray | None) -> tuple[np.ndarray, list]:
+    """The hypercube moves of ``problem``'s primary cells, cells hidden ``before`` reused; the
+    pattern (those cells and every valid move's) and the valid moves, each checked
+    (:func:`~.hypercube.verify`, and missing ``avoid``): the primary cell, the move's cells and
+    signs (the primary's ``+``), how far it goes up and down, the width it had to prove. Without
+    ``avoid`` every move must be valid."""
+    suppressed, moves = hypercube(problem, before)
+    width = verify(problem, suppressed, moves)
+    room = np.nan_to_num(problem.values) - problem.lower
+    pattern = before | problem.primary
+    done = []
+    for k, p in enumerate(moves.primary.tolist()):
+        c = moves.cells[moves.ptr[k]:moves.ptr[k + 1]]
+        s = moves.signs[moves.ptr[k]:moves.ptr[k + 1]]
+        if width[k] < problem.required[p] - 1e-9 or (avoid is not None and avoid[c].any()):
+            if avoid is not None:
+                continue  # the caller moves it with the interface
+            # a defect of the search, never a property of the table: stop, publish nothing
+            raise MethodError(f"the hypercube mode's move for primary cell {problem.name(p)} does not prove its "
+                              "protection in the release", reason=Reason.INFEASIBLE)
+        s = s * s[c == p][0]
+        pattern[c] = True
+        done.append((p, c, s, float(room[c[s < 0]].min(initial=np.inf)), float(room[c[s > 0]].min(initial=np.inf)),
+                     float(problem.required[p])))
+    return pattern, done
+
+
+def _follow(problem: Problem, hidden: np.ndarray, fixed: np.ndarray, move: np.ndarray) -> np.ndarray | None:
+    """The cells to hide so that the rest follows ``move`` (the change of its ``fixed`` cells)
+    with its other hidden cells: none when they carry it already; else those of a least-cost
+    program in which published cells may change at the cost of hiding them; None when no change
+    follows. Each program first over the cells near the move (:data:`NEAR` relations away), then
+    over all. Checked: the change keeps every relation and leaves every cell at or above its least
+    value."""
+    A = problem.A
+    x, lower = np.nan_to_num(problem.values), problem.lower
+    if (x + move < lower - _TOL)[fixed & (move != 0)].any():
+        return None
+    rhs = -(A @ move)
+    need = np.flatnonzero(np.abs(rhs) > _TOL)
+    if not need.size:  # the fixed cells' change keeps the rest's relations by itself
+        return np.zeros(x.size, dtype=bool)
+    near = np.zeros(x.size, dtype=bool)
+    rows = need
+    for _ in range(NEAR):
+        near[A[rows].indices] = True
+        rows = np.unique(problem.AT[np.flatnonzero(near & hidden & ~fixed)].indices)
+    for spend in (False, True):
+        for cells in (near, None):
+            free = np.flatnonzero(hidden & ~fixed & (True if cells is None else cells))
+            spare = np.flatnonzero(problem.candidates & ~hidden & ~fixed & (True if cells is None else cells)) \
+                if spend else np.zeros(0, dtype=np.int64)
+            t = _carry(problem, rhs, need, free, spare)
+            if t is None:
+                continue
+            fresh = np.zeros(x.size, dtype=bool)
+            fresh[spare[np.abs(t[spare]) > 1e-9]] = True
+            if np.abs(A @ (move + t)).max(initial=0) <= _TOL and not (x + t < lower - _TOL)[hidden | fresh].any():
+                return fresh & ~hidden
+    return None
+
+
+def _carry(problem: Problem, rhs: np.ndarray, need: np.ndarray, free: np.ndarray,
+           spare: np.ndarray) -> np.ndarray | None:
+    """A change ``t`` of the cells ``free`` (down to their least values) and ``spare`` (published,
+    at the cost of hiding them) with ``A t = rhs``, the cheapest; None when there is none."""
+    from tabsafe.solver import INF, LinearProgram, solve
+
+    x, lower = np.nan_to_num(problem.values), problem.lower
+    cols = np.concatenate([free, spare, spare])
+    k, m = free.size, spare.size
+    rows = np.union1d(need, problem.AT[cols].indices) if cols.size else need
+    sign = np.concatenate([np.ones(k + m), -np.ones(m)])
+    sub = (problem.A[rows][:, cols] @ _diag(sign)).tocsc()
+    lp = LinearProgram(c=np.concatenate([np.zeros(k), problem.cost[spare], problem.cost[spare]]), A=sub,
+                       row_lower=rhs[rows], row_upper=rhs[rows],
+                       col_lower=np.concatenate([lower[free] - x[free], np.zeros(2 * m)]),
+                       col_upper=np.concatenate([np.full(k + m, INF), x[spare] - lower[spare]]))
+    sol = solve(lp, relax=True)
+    if sol.status != "optimal" or sol.x is None:
+        return None
+    t = np.zeros(x.size)
+    np.add.at(t, cols, sign * sol.x)
+    return t
+
+
+def _diag(values: np.ndarray):
+    import scipy.sparse as sp
+
+    return sp.diags(values, format="csc")
+
+
+def _rest_audit(sub: ReleaseCells, held: np.ndarray, problem: Problem, hidden: np.ndarray, face: np.ndarray,
+                targets: np.ndarray, inner: np.ndarray) -> ReleaseAudit:
+    """The release audit of the rest with its interface cells at their true values (module
+    docstring); its primary cells' intervals go to ``inner``."""
+    from tabsafe.release.audit import audit_release
+
+    x = np.nan_to_num(problem.values)
+    unknown = hidden & ~face
+    lo = np.where(unknown, problem.lower, x)
+    hi = np.where(unknown, np.inf, x)
+    published = [np.where(hidden[rows], np.nan, x[rows]) for rows in sub.cells]
+    report("suppression", phase="rest audit", cells=sub.n_cells)
+    audit = audit_release(sub, lo, hi, required=problem.required, targets=targets, published=published)
+    inner[0, held[targets]] = audit.interval_lower[targets]
+    inner[1, held[targets]] = audit.interval_upper[targets]
+    return audit

@@ -42,7 +42,7 @@ def run() -> dict:
     out: dict = {"persons": data.n_persons, "rule": "threshold 0 < n < 3; zeros never suppressed"}
     with tempfile.TemporaryDirectory() as tmp:
         config = _write_config(spec, data, tmp)
-        cmd = [sys.executable, "-m", "tabsafe", "protect", "--release", str(config), "--method", "suppress",
+        cmd = [sys.executable, "-m", "tabsafe.cli", "protect", "--release", str(config), "--method", "suppress",
                "--mode", "hypercube", "--min-freq", "3", "--out", f"{tmp}/release"]
         started = time.perf_counter()
         done = subprocess.run(["/usr/bin/time", "-v", *cmd], capture_output=True, text=True)

@@ -96,6 +96,7 @@ class _Join:
         self.figures: dict = {}
         self.systems: dict[int, CellSystem] = {}  # each cube's cells, for moves sought again
         self.cube_of: dict[int, int] = {}  # a moved primary cell: its cube
+        self.followed: dict[tuple[bytes, bytes], float] = {}  # changes of the rest followed, how far
 
     def run(self) -> tuple[SuppressionResult, ReleaseAudit]:
         started = time.perf_counter()
@@ -215,8 +216,8 @@ class _Join:
             report("suppression", phase="moves followed", done=k, total=len(self.moved) + len(ties))
             if self.primary[f]:
                 self._follow_primary(f, (cs, ss, up, down))
-        for q in ties:
-            if not any(self._tie(q, move) for move in self.tie_moves.get(q, ())):
+        for q, anchors in ties.items():
+            if not (any(self._tie(q, move) for move in self.tie_moves.get(q, ())) or self._tie_again(q, anchors)):
                 raise MethodError(f"primary cell {self.cells.name(q)} can only be hidden with cells a table suppressed "
                                   "by moves holds, and the rest cannot follow their moves", reason=Reason.INFEASIBLE)
         self.figures["hidden_to_follow"] = int(self.mine.sum()) - hidden_before
@@ -248,14 +249,36 @@ class _Join:
         raise MethodError(f"the tables suppressed by elimination cannot follow the move of primary cell "
                           f"{self.cells.name(f)}, which a table suppressed by moves holds", reason=Reason.INFEASIBLE)
 
-    def _again(self, f: int, still: set[int]) -> tuple[np.ndarray, np.ndarray, float, float] | None:
-        """A new move in its cube for primary cell ``f``, the interface cells ``still`` kept still
-        (its cells hidden in the release), or None."""
-        i = self.cube_of[f]
+    def _tie_again(self, q: int, anchors: list[tuple[int, np.ndarray]]) -> bool:
+        """Whether the tied cell ``q`` moves with a new move of one of its anchors, sought with the
+        interface cells of the moves that failed kept still (up to :data:`RETRIES` per anchor)."""
+        need = self._required(self.values[q])
+        for f, block in anchors:
+            still = {int(c) for c in block}
+            for move in self.tie_moves.get(q, ()):
+                still.update(int(c) for c in move[0][self.interface[move[0]] & (move[0] != f)])
+            for _ in range(RETRIES):
+                move = self._again(f, still, need)
+                if move is None:
+                    break
+                if self._tie(q, move):
+                    return True
+                still.update(int(c) for c in move[0][self.interface[move[0]] & (move[0] != f)])
+        return False
+
+    def _again(self, f: int, still: set[int], need: float | None = None
+               ) -> tuple[np.ndarray, np.ndarray, float, float] | None:
+        """A new move in its cube for cell ``f`` (as wide as ``need``, else as its own protection),
+        the interface cells ``still`` kept still (its cells hidden in the release), or None."""
+        i = self.cube_of.get(f, next((c for c in self.cubes if (self.cells.cells[c] == f).any()), None))
+        if i is None:
+            return None
         rows = self.cells.cells[i]
         alone = rows == f
         kept = self.between[rows] | (np.isin(rows, np.fromiter(still, dtype=np.int64)) & ~alone)
         problem = Problem.build(self.systems[i], alone, self.settings, published=kept)
+        if need is not None:
+            problem = replace(problem, required=np.where(alone, need, 0.0))
         pattern, done = _moves(problem, self.hidden[rows] & ~kept, np.zeros(rows.size, dtype=bool))
         if not done:
             return None
@@ -295,10 +318,17 @@ class _Join:
         :attr:`mine`)."""
         if size <= 0:
             return True
+        # many cells' moves change the same cells of the rest (a region's margins): a change
+        # followed once is followed for good, since the rest only hides more
+        at = np.flatnonzero(move)
+        key = (at.tobytes(), move[at].tobytes())
+        if self.followed.get(key, -1.0) >= size:
+            return True
         fresh = _follow(self.problem, self.mine, self.interface[self.held] | (move != 0), size * move)
         if fresh is None:
             return False
         self.mine |= fresh
+        self.followed[key] = size
         return True
 
     def _audit(self, exposed: tuple) -> ReleaseAudit:
@@ -382,18 +412,18 @@ def _follow(problem: Problem, hidden: np.ndarray, fixed: np.ndarray, move: np.nd
     for _ in range(NEAR):
         near[A[rows].indices] = True
         rows = np.unique(problem.AT[np.flatnonzero(near & hidden & ~fixed)].indices)
-    for spend in (False, True):
-        for cells in (near, None):
-            free = np.flatnonzero(hidden & ~fixed & (True if cells is None else cells))
-            spare = np.flatnonzero(problem.candidates & ~hidden & ~fixed & (True if cells is None else cells)) \
-                if spend else np.zeros(0, dtype=np.int64)
-            t = _carry(problem, rhs, need, free, spare)
-            if t is None:
-                continue
-            fresh = np.zeros(x.size, dtype=bool)
-            fresh[spare[np.abs(t[spare]) > 1e-9]] = True
-            if np.abs(A @ (move + t)).max(initial=0) <= _TOL and not (x + t < lower - _TOL)[hidden | fresh].any():
-                return fresh & ~hidden
+    # near first, spending there before any program over the whole rest (which costs seconds)
+    for spend, cells in ((False, near), (True, near), (False, None), (True, None)):
+        where = np.ones(x.size, dtype=bool) if cells is None else cells
+        free = np.flatnonzero(hidden & ~fixed & where)
+        spare = np.flatnonzero(problem.candidates & ~hidden & ~fixed & where) if spend else np.zeros(0, np.int64)
+        t = _carry(problem, rhs, need, free, spare)
+        if t is None:
+            continue
+        fresh = np.zeros(x.size, dtype=bool)
+        fresh[spare[np.abs(t[spare]) > 1e-9]] = True
+        if np.abs(A @ (move + t)).max(initial=0) <= _TOL and not (x + t < lower - _TOL)[hidden | fresh].any():
+            return fresh & ~hidden
     return None
 
 

@@ -14,6 +14,7 @@ from bench_release import _spec
 from common import census
 
 import tabsafe as ts
+from tabsafe.errors import MethodError
 from tabsafe.io import read_meta
 from tabsafe.protect.suppression import CellSuppression
 from tabsafe.release import ReleaseSpec, protect_release, tabulate_release
@@ -54,6 +55,7 @@ def run() -> dict:
                                  + float(stats.get("System time (seconds)", "nan")), 1),
             "peak_mb": round(int(stats.get("Maximum resident set size (kbytes)", "0")) / 1024),
             "audit_line": next((line for line in done.stdout.splitlines() if "release audit" in line), None),
+            "error": done.stderr.strip().splitlines()[0] if done.returncode else None,
             "files": sorted(p.name for p in (Path(tmp) / "release").iterdir()) if done.returncode == 0 else [],
         }
     md = ts.Microdata.from_file(data.persons, codelists=read_meta(data.meta, only=spec.variables))
@@ -61,13 +63,34 @@ def run() -> dict:
     wheres = [t.where for t in spec.tables]
     before = resource.getrusage(resource.RUSAGE_SELF)
     started = time.perf_counter()
-    joint = protect_release(tables, CellSuppression(min_freq=3, mode="hypercube"), names=spec.names, wheres=wheres,
-                            same_codes=spec.same_codes)
+    try:
+        joint = protect_release(tables, CellSuppression(min_freq=3, mode="hypercube"), names=spec.names,
+                                wheres=wheres, same_codes=spec.same_codes)
+    except MethodError as e:  # the outcome is the figure: a refusal is recorded, not hidden
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        out["in_process"] = {"refused": str(e), "seconds": round(time.perf_counter() - started, 1),
+                             "cpu_seconds": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1)}
+        joint = None
     after = resource.getrusage(resource.RUSAGE_SELF)
+    if joint is not None:
+        out["in_process"] = _figures(joint, started, before, after)
+    rest = [i for i, t in enumerate(spec.tables) if t.name != "hypercube"]
+    started = time.perf_counter()
+    alone = protect_release([tables[i] for i in rest], CellSuppression(min_freq=3), names=[spec.names[i] for i in rest],
+                            wheres=[wheres[i] for i in rest], same_codes=spec.same_codes)
+    out["baseline"] = {"tables": [spec.names[i] for i in rest], "mode": "fast",
+                       "seconds": round(time.perf_counter() - started, 1),
+                       "suppressed": int(alone.report.figures["suppressed"]),
+                       "audit_passed": alone.audit is not None and alone.audit.passed}
+    return out
+
+
+def _figures(joint, started: float, before, after) -> dict:
+    """The in-process figures of a suppressed release (see :func:`run`)."""
     audit = joint.audit
     proven = audit.interval_upper[audit.audited] - audit.interval_lower[audit.audited]
     figures, private = joint.report.figures, joint.report.private
-    out["in_process"] = {
+    return {
         "seconds": round(time.perf_counter() - started, 1),
         "cpu_seconds": round(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1),
         "cells": figures["cells"], "interface_cells": figures["interface_cells"],
@@ -78,15 +101,6 @@ def run() -> dict:
         "audit_passed": audit.passed, "primary_proven": int(audit.audited.sum()),
         "least_proven_width": float(proven.min()) if proven.size else None,
     }
-    rest = [i for i, t in enumerate(spec.tables) if t.name != "hypercube"]
-    started = time.perf_counter()
-    alone = protect_release([tables[i] for i in rest], CellSuppression(min_freq=3), names=[spec.names[i] for i in rest],
-                            wheres=[wheres[i] for i in rest], same_codes=spec.same_codes)
-    out["baseline"] = {"tables": [spec.names[i] for i in rest], "mode": "fast",
-                       "seconds": round(time.perf_counter() - started, 1),
-                       "suppressed": int(alone.report.figures["suppressed"]),
-                       "audit_passed": alone.audit is not None and alone.audit.passed}
-    return out
 
 
 def _write_config(spec: ReleaseSpec, data: object, folder: str) -> Path:

@@ -55,8 +55,10 @@ __all__ = ["suppress_with_cubes"]
 _TOL = 1e-6
 #: relations away from a move that the rest's first program to follow it looks (then everywhere)
 NEAR = 3
-#: new moves sought for a primary cell whose move the rest cannot follow
+#: new moves sought for a primary cell whose move the rest cannot follow, and per anchor of a tied
+#: cell (each a search in the cube and a few programs)
 RETRIES = 3
+TIE_RETRIES = 10
 
 
 def suppress_with_cubes(cells: ReleaseCells, primary: np.ndarray, settings: Settings,
@@ -251,13 +253,13 @@ class _Join:
 
     def _tie_again(self, q: int, anchors: list[tuple[int, np.ndarray]]) -> bool:
         """Whether the tied cell ``q`` moves with a new move of one of its anchors, sought with the
-        interface cells of the moves that failed kept still (up to :data:`RETRIES` per anchor)."""
+        interface cells of the moves that failed kept still (up to :data:`TIE_RETRIES` per anchor)."""
         need = self._required(self.values[q])
         for f, block in anchors:
             still = {int(c) for c in block}
             for move in self.tie_moves.get(q, ()):
                 still.update(int(c) for c in move[0][self.interface[move[0]] & (move[0] != f)])
-            for _ in range(RETRIES):
+            for _ in range(TIE_RETRIES):
                 move = self._again(f, still, need)
                 if move is None:
                     break

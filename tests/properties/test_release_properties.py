@@ -170,7 +170,7 @@ def test_release_withstands_the_joint_lp(release, min_freq: int, zeros: str, lev
     assert result.report.figures["cells"] == n
 
 
-@settings(max_examples=25, suppress_health_check=[HealthCheck.data_too_large], deadline=None)
+@settings(max_examples=25, suppress_health_check=[HealthCheck.data_too_large])
 @given(release=releases(), min_freq=st.sampled_from([3, 4]), zeros=st.sampled_from(["never", "safe"]),
        level=st.sampled_from([1, 2]))
 def test_release_by_moves_and_elimination_withstands_the_joint_lp(release, min_freq: int, zeros: str,

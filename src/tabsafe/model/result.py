@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from tabsafe.model.table import Table, freeze, thaw
 
 if TYPE_CHECKING:  # pragma: no cover
+    import numpy as np
     import pyarrow as pa
 
     from tabsafe.model.microdata import Microdata
@@ -195,3 +196,24 @@ class MicrodataProtection:
     microdata: Microdata
     evaluation: pa.Table | None
     report: Report
+
+
+@dataclass(frozen=True, eq=False)
+class Proven:
+    """Intervals a method proves for the cells of a release (the release audit a method gives
+    with its protection, when no program over the whole release is run: suppression's moves,
+    :mod:`tabsafe.protect.suppression.cube_release`).
+
+    Attributes:
+        lower, upper: per release cell, a proven inner bound of its feasibility interval (NaN
+            where not audited).
+        audited: the cells proven (the primary cells).
+        narrow: audited cells whose proven interval is narrower than required (none when the
+            method succeeded).
+    """
+
+    lower: np.ndarray
+    upper: np.ndarray
+    audited: np.ndarray
+    narrow: np.ndarray
+

@@ -33,7 +33,7 @@ import numpy as np
 
 from tabsafe.engines import DEFAULT_ENGINE
 from tabsafe.errors import InputError, MethodError, Reason
-from tabsafe.model.result import Protection, Report
+from tabsafe.model.result import Protection, Proven, Report
 from tabsafe.model.table import Table
 from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.release.spec import ReleaseSpec
@@ -52,9 +52,10 @@ class JointMethod(Protocol):
     """A method that protects the tables of a release together."""
 
     def protect_release(self, cells: ReleaseCells, *, seed: int | None = None
-                        ) -> tuple[tuple[Protection, ...], Report] | tuple[tuple[Protection, ...], Report, ReleaseAudit]:
+                        ) -> tuple[tuple[Protection, ...], Report] | tuple[tuple[Protection, ...], Report, Proven]:
         """The tables' protections and the release's report; a method whose proofs are the
-        release audit returns it third (then no interval programs are run over the release)."""
+        release audit returns their intervals third (then no interval programs are run over the
+        release)."""
         ...  # pragma: no cover
 
 
@@ -168,7 +169,7 @@ def protect_release(
         audit = None
         if caps.hides:
             # a method whose proofs are the audit (moves: one program over the release would not fit)
-            audit = _checked(proven[0]) if proven else _audit(cells, protections, method)
+            audit = _proven(cells, protections, method, proven[0]) if proven else _audit(cells, protections, method)
         return ReleaseProtection(names, protections, report, cells, audit)
     from tabsafe.method import check_seed, draw_seed
 
@@ -222,6 +223,21 @@ def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) 
         primary[rows[np.asarray(p.evaluation.column("reason")) == "primary"]] = True
     required = method.required(cells.combine("count"))
     return _checked(audit_release(cells, lo, hi, required=required, targets=primary, published=published))
+
+
+def _proven(cells: ReleaseCells, protections: Sequence[Protection], method: Any, proven: Proven) -> ReleaseAudit:
+    """The release audit a method's proofs give: what the published tables say, and each audited
+    cell's proven interval; a cell proven narrower than required stops the release."""
+    from tabsafe.release.audit import ReleaseAudit, published_bounds
+
+    if proven.narrow.any():
+        c = int(np.flatnonzero(proven.narrow)[0])
+        raise MethodError(f"the release audit finds {int(proven.narrow.sum())} primary cell(s) narrower than their "
+                          f"protection, e.g. {cells.name(c)}; nothing was written", reason=Reason.INFEASIBLE)
+    published = [np.asarray(p.release.table.counts, dtype=np.float64) for p in protections]
+    hidden_min = method.reading().hidden_min
+    lo, hi = published_bounds(cells, published, suppressed_min=1.0 if hidden_min is None else hidden_min)
+    return ReleaseAudit(cells, lo, hi, proven.lower, proven.upper, proven.audited)
 
 
 def _checked(audit: ReleaseAudit) -> ReleaseAudit:

@@ -41,6 +41,8 @@ import numpy as np
 
 from tabsafe.errors import MethodError, Reason
 from tabsafe.progress import report
+from tabsafe.model.result import Proven
+from tabsafe.protect.suppression.audit import audit
 from tabsafe.protect.suppression.hypercube import hypercube, verify
 from tabsafe.protect.suppression.linked import release_system
 from tabsafe.protect.suppression.problem import CellSystem, Mode, Problem, Settings
@@ -48,7 +50,6 @@ from tabsafe.protect.suppression.secondary import SuppressionResult, suppress_pr
 
 if TYPE_CHECKING:  # pragma: no cover
     from tabsafe.model.release_cells import ReleaseCells
-    from tabsafe.release.audit import ReleaseAudit
 
 __all__ = ["suppress_with_cubes"]
 
@@ -62,7 +63,7 @@ TIE_RETRIES = 10
 
 
 def suppress_with_cubes(cells: ReleaseCells, primary: np.ndarray, settings: Settings,
-                        cubes: Sequence[int]) -> tuple[SuppressionResult, ReleaseAudit]:
+                        cubes: Sequence[int]) -> tuple[SuppressionResult, Proven]:
     """Suppress the release ``cells`` (``primary``: its primary cells) with the tables numbered
     ``cubes`` by moves and the rest by the elimination (module docstring); the pattern over the
     release's cells and the audit its proofs give."""
@@ -100,11 +101,11 @@ class _Join:
         self.cube_of: dict[int, int] = {}  # a moved primary cell: its cube
         self.followed: dict[tuple[bytes, bytes], float] = {}  # changes of the rest followed, how far
 
-    def run(self) -> tuple[SuppressionResult, ReleaseAudit]:
+    def run(self) -> tuple[SuppressionResult, Proven]:
         started = time.perf_counter()
         cells, primary, hidden = self.cells, self.primary, self.hidden
         ties: dict[int, list[tuple[int, np.ndarray]]] = {}
-        exposed: tuple = ()
+        narrow = np.zeros(cells.n_cells, dtype=bool)
         if self.rest:
             self.sub, self.held = cells.subset(self.rest)
             self.local = np.full(cells.n_cells, -1, dtype=np.int64)
@@ -114,7 +115,7 @@ class _Join:
             report("suppression", phase="moves", table=cells.names[i])
             self._cube(i, ties)
         if self.rest:
-            exposed = self._follow_moves(ties)
+            narrow = self._follow_moves(ties)
         reason = np.full(cells.n_cells, "secondary", dtype=object)
         reason[~hidden] = "published"
         reason[primary] = "primary"
@@ -128,7 +129,7 @@ class _Join:
             "value_suppressed": int(values[hidden].sum()), "secondary_value": int(values[hidden & ~primary].sum()),
             "moves_followed": len(self.moved), "tied_to_interface": len(ties),
         })
-        return result, self._audit(exposed)
+        return result, Proven(self.inner[0].copy(), self.inner[1].copy(), primary.copy(), narrow)
 
     def _required(self, value: float) -> float:
         """The interval width a primary cell of ``value`` needs (as :meth:`Problem.build` states it)."""
@@ -207,10 +208,10 @@ class _Join:
                 self.tie_moves.setdefault(q, []).extend((rows[cs], ss, up, down) for _, cs, ss, up, down, _ in done)
         self.hidden[rows[pattern | prim]] = True
 
-    def _follow_moves(self, ties: dict[int, list[tuple[int, np.ndarray]]]) -> tuple:
+    def _follow_moves(self, ties: dict[int, list[tuple[int, np.ndarray]]]) -> np.ndarray:
         """The rest follows every move of :attr:`moved` of a primary cell (with its hidden cells,
         else cells it hides for them), and each tied cell moves with one of its anchors; then the
-        rest's audit with the interface at its true values. Its exposed cells, as release cells."""
+        rest's audit with the interface at its true values. Its narrow cells, over the release."""
         face = self.interface[self.held]
         self.mine |= self.hidden[self.held]  # what the cubes hid of the interface
         hidden_before = int(self.mine.sum())
@@ -226,9 +227,10 @@ class _Join:
         self.hidden[self.held[self.mine]] = True
         tied = np.zeros(self.held.size, dtype=bool)
         tied[self.local[list(ties)]] = True
-        checked = _rest_audit(self.sub, self.held, self.problem, self.mine, face, self.problem.primary & ~tied,
-                              self.inner)
-        return tuple(replace(e, cell=int(self.held[e.cell])) for e in checked.exposed)
+        narrow = np.zeros(self.cells.n_cells, dtype=bool)
+        narrow[self.held] = _rest_audit(self.held, self.problem, self.mine, face, self.problem.primary & ~tied,
+                                        self.inner)
+        return narrow
 
     def _follow_primary(self, f: int, move: tuple[np.ndarray, np.ndarray, float, float]) -> None:
         """The rest follows the move of primary cell ``f`` both ways; when it cannot, the cube's
@@ -332,19 +334,6 @@ class _Join:
         self.mine |= fresh
         self.followed[key] = size
         return True
-
-    def _audit(self, exposed: tuple) -> ReleaseAudit:
-        """The release audit the proofs give: every primary cell's proven interval; exposed, the
-        rest's exposed cells (none: its elimination audits with the interface published)."""
-        from tabsafe.protect.suppression.problem import ZeroPolicy
-        from tabsafe.release.audit import ReleaseAudit, published_bounds
-
-        cells, hidden = self.cells, self.hidden
-        published = [np.where(hidden[rows], np.nan, self.values[rows]) for rows in cells.cells]
-        lo, hi = published_bounds(cells, published,
-                                  suppressed_min=1.0 if self.settings.zeros is ZeroPolicy.NEVER else 0.0)
-        return ReleaseAudit(cells, lo, hi, self.inner[0].copy(), self.inner[1].copy(), self.primary.copy(), exposed)
-
 
 def _pinned(problem: Problem) -> np.ndarray:
     """Primary cells narrower than required whatever else is hidden, by one relation: its cells
@@ -459,19 +448,13 @@ def _diag(values: np.ndarray):
     return sp.diags(values, format="csc")
 
 
-def _rest_audit(sub: ReleaseCells, held: np.ndarray, problem: Problem, hidden: np.ndarray, face: np.ndarray,
-                targets: np.ndarray, inner: np.ndarray) -> ReleaseAudit:
-    """The release audit of the rest with its interface cells at their true values (module
-    docstring); its primary cells' intervals go to ``inner``."""
-    from tabsafe.release.audit import audit_release
-
-    x = np.nan_to_num(problem.values)
-    unknown = hidden & ~face
-    lo = np.where(unknown, problem.lower, x)
-    hi = np.where(unknown, np.inf, x)
-    published = [np.where(hidden[rows], np.nan, x[rows]) for rows in sub.cells]
-    report("suppression", phase="rest audit", cells=sub.n_cells)
-    audit = audit_release(sub, lo, hi, required=problem.required, targets=targets, published=published)
-    inner[0, held[targets]] = audit.interval_lower[targets]
-    inner[1, held[targets]] = audit.interval_upper[targets]
-    return audit
+def _rest_audit(held: np.ndarray, problem: Problem, hidden: np.ndarray, face: np.ndarray, targets: np.ndarray,
+                inner: np.ndarray) -> np.ndarray:
+    """The interval audit of the rest (:func:`~.audit.audit`) with its interface cells at their true
+    values (module docstring): its targets' intervals go to ``inner``; the narrow ones."""
+    report("suppression", phase="rest audit", cells=int(held.size))
+    checked = audit(replace(problem, primary=targets, required=np.where(targets, problem.required, 0.0)),
+                    hidden & ~face)
+    inner[0, held[targets]] = checked.intervals.lower[targets]
+    inner[1, held[targets]] = checked.intervals.upper[targets]
+    return checked.narrow

@@ -13,14 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import numpy as np
 
 from tabsafe.capabilities import Capabilities, Reading
 from tabsafe.errors import InputError, TooLargeError, param
 from tabsafe.method import Examples, Outcome, TableMethod
-from tabsafe.model.result import Protection, Release, Report
+from tabsafe.model.result import Protection, Proven, Release, Report
 from tabsafe.model.table import Table
 from tabsafe.params import Choice, Int, Optional, Real, TextList, parameter
 from tabsafe.protect.suppression.cube_release import suppress_with_cubes
@@ -30,9 +30,6 @@ from tabsafe.protect.suppression.problem import DEFAULT_WORK_LIMIT, Cost, Mode, 
 from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression, suppress_problem
 from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.risk.rules import RiskRules, RuleThresholds
-
-if TYPE_CHECKING:  # pragma: no cover
-    from tabsafe.release.audit import ReleaseAudit
 
 __all__ = ["CellSuppression", "suppression_columns"]
 
@@ -223,14 +220,14 @@ class CellSuppression(TableMethod):
         return np.maximum(self.protection_level, self.protection_ratio * np.nan_to_num(values))
 
     def protect_release(self, cells: ReleaseCells, *, seed: int | None = None
-                        ) -> tuple[tuple[Protection, ...], Report] | tuple[tuple[Protection, ...], Report, ReleaseAudit]:
+                        ) -> tuple[tuple[Protection, ...], Report] | tuple[tuple[Protection, ...], Report, Proven]:
         """Suppress the tables of a release together (:mod:`tabsafe.release`): primary cells by the
         rules in each table (primary in every table holding them), secondary suppression over the
         union of the tables' cells and relations, so a shared cell has one status.
 
         In mode hypercube, the tables of :meth:`cube_tables` by moves and the others together by
-        the elimination, joined at the cells they share (:mod:`.cube_release`); its proofs are the
-        release audit, returned third."""
+        the elimination, joined at the cells they share (:mod:`.cube_release`); its proofs, the
+        release audit's intervals, are returned third."""
         primary = np.zeros(cells.n_cells, dtype=bool)
         for t, rows in zip(cells.tables, cells.cells):
             primary[rows] |= self.primary(t)

@@ -24,9 +24,9 @@ sharing their area × age margin, area_age_sex and area_age_citizenship:
 
 Suppression: both report seconds, cells suppressed (distinct release cells, and summed over the tables' files)
 and, for the release, how many shared cells there are. The 7-variable hypercube is left out by
-default (``TABSAFE_BENCH_HYPERCUBE=1`` puts it in): its secondary suppression alone does not fit
-this version (41,000 primary cells; the elimination passed 7 GB in its first minutes), with or
-without the other tables.
+default (``TABSAFE_BENCH_HYPERCUBE=1`` puts it in): the elimination does not fit it (the memory
+model refuses it before any work); ``bench_release_hypercube.py`` runs the whole release with
+``--mode hypercube`` (the hypercube by moves, the other tables by the elimination).
 """
 
 from __future__ import annotations

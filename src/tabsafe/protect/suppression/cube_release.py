@@ -135,7 +135,7 @@ class _Join:
         """The interval width a primary cell of ``value`` needs (as :meth:`Problem.build` states it)."""
         return float(max(self.settings.protection_level, self.settings.protection_ratio * value))
 
-    def _rest_pattern(self) -> dict[int, list[int]]:
+    def _rest_pattern(self) -> dict[int, list[tuple[int, np.ndarray]]]:
         """The rest's elimination and audit with every interface cell published; the primary cells
         it cannot protect so (*tied* to the interface: four hidden 1s of a region's four, its cell
         published), each with the interface cells near it (its *anchors*, moved in their cube as

@@ -67,8 +67,10 @@ def _hierarchy(var: str, tree: dict[str, list[str]] | None) -> Hierarchy:
 
 def _independent_audit(data: pd.DataFrame, tables, protections, lower: float):
     """Every published cell of every table as a set of records; one LP variable per distinct
-    suppressed population; the relations of each table; linprog min and max of each."""
+    suppressed population; the relations of each table; linprog min and max of each. Also
+    returned: per table, the population index of each of its rows."""
     key_of = {}      # population (frozen leaf sets per variable) -> index
+    keys = []        # per table, each row's population index
     true = []
     status = []
     published = []
@@ -78,6 +80,7 @@ def _independent_audit(data: pd.DataFrame, tables, protections, lower: float):
         frame = prot.table.to_frame()
         leafsets = {v: _tree(trees.get(v), CODES[v]) for v in by}
         index_of_row = {}
+        keys.append([])
         for row in frame.itertuples(index=False):
             codes = {v: str(getattr(row, v)) for v in by}
             pop = tuple(frozenset(leafsets[v][codes[v]]) if v in by else frozenset(CODES[v]) for v in "abc")
@@ -91,6 +94,7 @@ def _independent_audit(data: pd.DataFrame, tables, protections, lower: float):
             if not hidden:
                 assert row.count == count
             k = key_of.setdefault(pop, len(key_of))
+            keys[-1].append(k)
             if k == len(true):
                 true.append(count)
                 status.append(hidden)
@@ -145,29 +149,37 @@ def _independent_audit(data: pd.DataFrame, tables, protections, lower: float):
         lo = linprog(c, A_eq=A_eq, b_eq=b_eq, bounds=bounds)
         assert lo.status == 0
         out[k] = (lo.fun, top)
-    return out, np.array(true), np.array(is_primary), n
+    return out, np.array(true), np.array(is_primary), n, keys
 
 
 @settings(max_examples=12, suppress_health_check=[HealthCheck.data_too_large])
 @given(release=releases(), min_freq=st.sampled_from([3, 4]), zeros=st.sampled_from(["never", "safe"]),
        level=st.sampled_from([1, 2]))
 def test_release_withstands_the_joint_lp(release, min_freq: int, zeros: str, level: int) -> None:
+    result, _, (intervals, true, primary, n, _) = _attacked(release, CellSuppression(
+        min_freq=min_freq, zeros=zeros, protection_level=level))
+    for k, (lo, hi) in intervals.items():
+        if not primary[k]:
+            assert hi - lo > 1e-6, f"suppressed cell {k} ({true[k]}) is exactly derivable: [{lo}, {hi}]"
+    assert result.report.figures["cells"] == n
+
+
+def _attacked(release, method: CellSuppression):
+    """The release protected by ``method`` and the independent intruder's answer: no small cell
+    published, every interval holds the true value, every primary cell as wide as its protection."""
     data, tables = release
     md = Microdata.from_frame(data)
     built = [tabulate(md, list(by), hierarchies={v: _hierarchy(v, trees.get(v)) for v in by}) for by, trees in tables]
-    method = CellSuppression(min_freq=min_freq, zeros=zeros, protection_level=level)
     result = protect_release(built, method, names=[f"t{i}" for i in range(len(built))])
-    intervals, true, primary, n = _independent_audit(data, tables, result.protections,
-                                                     lower=1.0 if zeros == "never" else 0.0)
-    small = (true > 0) & (true < min_freq)
+    found = _independent_audit(data, tables, result.protections, lower=1.0 if method.zeros == "never" else 0.0)
+    intervals, true, primary, _, _ = found
+    small = (true > 0) & (true < method.min_freq)
     assert not (small & ~primary).any(), "a small cell is published"
     for k, (lo, hi) in intervals.items():
         assert lo <= true[k] + 1e-6 <= hi + 2e-6
         if primary[k]:
-            assert hi - lo >= level - 1e-6, f"primary cell {k} ({true[k]}) pinned to [{lo}, {hi}]"
-        else:
-            assert hi - lo > 1e-6, f"suppressed cell {k} ({true[k]}) is exactly derivable: [{lo}, {hi}]"
-    assert result.report.figures["cells"] == n
+            assert hi - lo >= method.protection_level - 1e-6, f"primary cell {k} ({true[k]}) pinned to [{lo}, {hi}]"
+    return result, built, found
 
 
 @settings(max_examples=25, suppress_health_check=[HealthCheck.data_too_large])
@@ -178,27 +190,15 @@ def test_release_by_moves_and_elimination_withstands_the_joint_lp(release, min_f
     """Mode hypercube on a release (issue #28): the largest table by moves, the others together by
     the elimination, joined at their shared cells. The same independent intruder pins no primary
     cell, and every interval the proofs claim (the release audit's) lies inside the intruder's."""
-    data, tables = release
-    md = Microdata.from_frame(data)
-    built = [tabulate(md, list(by), hierarchies={v: _hierarchy(v, trees.get(v)) for v in by}) for by, trees in tables]
-    method = CellSuppression(min_freq=min_freq, zeros=zeros, protection_level=level, mode="hypercube")
+    result, built, (intervals, _, _, _, keys) = _attacked(release, CellSuppression(
+        min_freq=min_freq, zeros=zeros, protection_level=level, mode="hypercube"))
     names = [f"t{i}" for i in range(len(built))]
-    result = protect_release(built, method, names=names)
-    intervals, true, primary, n = _independent_audit(data, tables, result.protections,
-                                                     lower=1.0 if zeros == "never" else 0.0)
-    small = (true > 0) & (true < min_freq)
-    assert not (small & ~primary).any(), "a small cell is published"
-    for k, (lo, hi) in intervals.items():
-        assert lo <= true[k] + 1e-6 <= hi + 2e-6
-        if primary[k]:
-            assert hi - lo >= level - 1e-6, f"primary cell {k} ({true[k]}) pinned to [{lo}, {hi}]"
     # the proofs' intervals, per release cell, inside the intruder's (the same populations: the
     # release cell of a table's row is the intruder's population of that row)
     audit = result.audit
     assert audit is not None and audit.passed
     assert list(result.report.figures["tables_by_moves"]) == [names[int(np.argmax([t.n_cells for t in built]))]]
     cells = result.cells
-    keys = _population_keys(tables, result.protections)
     for i, rows in enumerate(cells.cells):
         for g, cell in enumerate(rows.tolist()):
             if not audit.audited[cell]:
@@ -208,19 +208,3 @@ def test_release_by_moves_and_elimination_withstands_the_joint_lp(release, min_f
             assert lo - 1e-6 <= audit.interval_lower[cell] and audit.interval_upper[cell] <= hi + 1e-6, \
                 f"{cells.name(cell)}: proven [{audit.interval_lower[cell]}, {audit.interval_upper[cell]}], " \
                 f"the intruder's [{lo}, {hi}]"
-
-
-def _population_keys(tables, protections) -> list[list[int]]:
-    """Per table, per grid row, the index :func:`_independent_audit` gives its population."""
-    key_of: dict = {}
-    out = []
-    for (by, trees), prot in zip(tables, protections):
-        frame = prot.table.to_frame()
-        leafsets = {v: _tree(trees.get(v), CODES[v]) for v in by}
-        keys = []
-        for row in frame.itertuples(index=False):
-            codes = {v: str(getattr(row, v)) for v in by}
-            pop = tuple(frozenset(leafsets[v][codes[v]]) if v in by else frozenset(CODES[v]) for v in "abc")
-            keys.append(key_of.setdefault(pop, len(key_of)))
-        out.append(keys)
-    return out

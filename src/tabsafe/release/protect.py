@@ -211,13 +211,11 @@ def _check_consistent(cells: ReleaseCells, protections: Sequence[Protection], me
 def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) -> ReleaseAudit | None:
     """The release audit of a suppressed release, on the published values only: every primary
     cell must keep its protection."""
-    from tabsafe.release.audit import audit_release, published_bounds
+    from tabsafe.release.audit import audit_release
 
     if not isinstance(method, HidingMethod):
         raise TypeError(f"method {method.name!r} declares 'hides' but states no required protection (required())")
-    published = [np.asarray(p.release.table.counts, dtype=np.float64) for p in protections]
-    hidden_min = method.reading().hidden_min
-    lo, hi = published_bounds(cells, published, suppressed_min=1.0 if hidden_min is None else hidden_min)
+    published, lo, hi = _published(cells, protections, method)
     primary = np.zeros(cells.n_cells, dtype=bool)
     for p, rows in zip(protections, cells.cells):
         primary[rows[np.asarray(p.evaluation.column("reason")) == "primary"]] = True
@@ -228,16 +226,26 @@ def _audit(cells: ReleaseCells, protections: Sequence[Protection], method: Any) 
 def _proven(cells: ReleaseCells, protections: Sequence[Protection], method: Any, proven: Proven) -> ReleaseAudit:
     """The release audit a method's proofs give: what the published tables say, and each audited
     cell's proven interval; a cell proven narrower than required stops the release."""
-    from tabsafe.release.audit import ReleaseAudit, published_bounds
+    from tabsafe.release.audit import ReleaseAudit
 
     if proven.narrow.any():
         c = int(np.flatnonzero(proven.narrow)[0])
         raise MethodError(f"the release audit finds {int(proven.narrow.sum())} primary cell(s) narrower than their "
                           f"protection, e.g. {cells.name(c)}; nothing was written", reason=Reason.INFEASIBLE)
+    _, lo, hi = _published(cells, protections, method)
+    return ReleaseAudit(cells, lo, hi, proven.lower, proven.upper, proven.audited)
+
+
+def _published(cells: ReleaseCells, protections: Sequence[Protection], method: Any
+               ) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
+    """The tables' published values and what they say about each release cell (a hidden cell at
+    least what the method says an intruder knows)."""
+    from tabsafe.release.audit import published_bounds
+
     published = [np.asarray(p.release.table.counts, dtype=np.float64) for p in protections]
     hidden_min = method.reading().hidden_min
     lo, hi = published_bounds(cells, published, suppressed_min=1.0 if hidden_min is None else hidden_min)
-    return ReleaseAudit(cells, lo, hi, proven.lower, proven.upper, proven.audited)
+    return published, lo, hi
 
 
 def _checked(audit: ReleaseAudit) -> ReleaseAudit:

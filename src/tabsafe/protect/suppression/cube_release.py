@@ -79,8 +79,9 @@ class _Join:
         parts = np.zeros(cells.n_cells, dtype=np.int64)
         in_cubes = np.zeros(cells.n_cells, dtype=np.int64)
         for i in cubes:
-            parts[np.unique(cells.cells[i])] += 1
-            in_cubes[np.unique(cells.cells[i])] += 1
+            held = np.unique(cells.cells[i])
+            parts[held] += 1
+            in_cubes[held] += 1
         if self.rest:
             parts[np.unique(np.concatenate([cells.cells[i] for i in self.rest]))] += 1
         self.interface, self.between = parts > 1, in_cubes > 1
@@ -92,8 +93,8 @@ class _Join:
         self.values = np.nan_to_num(cells.combine("count"))
         self.hidden = primary.copy()
         self.inner = np.full((2, cells.n_cells), np.nan)  # each primary cell's proven interval (inner bounds)
-        #: moves the rest follows (release cell: cells, signs, up, down, width to prove)
-        self.moved: dict[int, tuple[np.ndarray, np.ndarray, float, float, float]] = {}
+        #: moves the rest follows (primary release cell: cells, signs, how far up, how far down)
+        self.moved: dict[int, tuple[np.ndarray, np.ndarray, float, float]] = {}
         #: per tied cell of the rest, its anchors' moves (cells, signs, up, down)
         self.tie_moves: dict[int, list[tuple[np.ndarray, np.ndarray, float, float]]] = {}
         self.figures: dict = {}
@@ -185,15 +186,15 @@ class _Join:
             touching += done
         inside = Problem.build(system, prim & ~face, self.settings, published=face)
         pattern, done = _moves(inside, pattern, face)
-        for p, _, _, up, down, _ in done:
+        for p, _, _, up, down in done:
             self.inner[:, rows[p]] = (self.values[rows[p]] - down, self.values[rows[p]] + up)
         failed = prim & ~face
         failed[[d[0] for d in done]] = False
         if failed.any():
             pattern, done = _moves(Problem.build(system, failed, self.settings, published=between), pattern, None)
             touching += done
-        for p, cs, ss, up, down, need in touching:
-            self.moved[int(rows[p])] = (rows[cs], ss, up, down, need)
+        for p, cs, ss, up, down in touching:
+            self.moved[int(rows[p])] = (rows[cs], ss, up, down)
             self.cube_of[int(rows[p])] = i
         at = {int(c): g for g, c in enumerate(rows.tolist())}
         for q, anchors in ties.items():
@@ -205,21 +206,21 @@ class _Join:
                 problem = Problem.build(system, alone, self.settings, published=between | np.isin(rows, block))
                 problem = replace(problem, required=np.where(alone, self._required(self.values[q]), 0.0))
                 pattern, done = _moves(problem, pattern, np.zeros(rows.size, dtype=bool))
-                self.tie_moves.setdefault(q, []).extend((rows[cs], ss, up, down) for _, cs, ss, up, down, _ in done)
+                self.tie_moves.setdefault(q, []).extend((rows[cs], ss, up, down) for _, cs, ss, up, down in done)
         self.hidden[rows[pattern | prim]] = True
 
     def _follow_moves(self, ties: dict[int, list[tuple[int, np.ndarray]]]) -> np.ndarray:
-        """The rest follows every move of :attr:`moved` of a primary cell (with its hidden cells,
+        """The rest follows every move of :attr:`moved` (with its hidden cells,
         else cells it hides for them), and each tied cell moves with one of its anchors; then the
         rest's audit with the interface at its true values. Its narrow cells, over the release."""
         face = self.interface[self.held]
         self.mine |= self.hidden[self.held]  # what the cubes hid of the interface
         hidden_before = int(self.mine.sum())
-        for k, (f, (cs, ss, up, down, _)) in enumerate(sorted(self.moved.items())):
+        for k, (f, move) in enumerate(sorted(self.moved.items())):
             report("suppression", phase="moves followed", done=k, total=len(self.moved) + len(ties))
-            if self.primary[f]:
-                self._follow_primary(f, (cs, ss, up, down))
-        for q, anchors in ties.items():
+            self._follow_primary(f, move)
+        for k, (q, anchors) in enumerate(ties.items()):
+            report("suppression", phase="moves followed", done=len(self.moved) + k, total=len(self.moved) + len(ties))
             if not (any(self._tie(q, move) for move in self.tie_moves.get(q, ())) or self._tie_again(q, anchors)):
                 raise MethodError(f"primary cell {self.cells.name(q)} can only be hidden with cells a table suppressed "
                                   "by moves holds, and the rest cannot follow their moves", reason=Reason.INFEASIBLE)
@@ -274,7 +275,9 @@ class _Join:
                ) -> tuple[np.ndarray, np.ndarray, float, float] | None:
         """A new move in its cube for cell ``f`` (as wide as ``need``, else as its own protection),
         the interface cells ``still`` kept still (its cells hidden in the release), or None."""
-        i = self.cube_of.get(f, next((c for c in self.cubes if (self.cells.cells[c] == f).any()), None))
+        i = self.cube_of.get(f)
+        if i is None:  # an anchor: the cube holding it
+            i = next((c for c in self.cubes if (self.cells.cells[c] == f).any()), None)
         if i is None:
             return None
         rows = self.cells.cells[i]
@@ -288,7 +291,7 @@ class _Join:
             return None
         self.hidden[rows[pattern]] = True
         self.mine |= self.hidden[self.held]
-        _, cs, ss, up, down, _ = done[0]
+        _, cs, ss, up, down = done[0]
         return rows[cs], ss, up, down
 
     def _face_move(self, cs: np.ndarray, ss: np.ndarray) -> np.ndarray:
@@ -360,8 +363,8 @@ def _moves(problem: Problem, before: np.ndarray, avoid: np.ndarray | None) -> tu
     """The hypercube moves of ``problem``'s primary cells, cells hidden ``before`` reused; the
     pattern (those cells and every valid move's) and the valid moves, each checked
     (:func:`~.hypercube.verify`, and missing ``avoid``): the primary cell, the move's cells and
-    signs (the primary's ``+``), how far it goes up and down, the width it had to prove. Without
-    ``avoid`` every move must be valid."""
+    signs (the primary's ``+``), how far it goes up and down. Without ``avoid`` every move must be
+    valid."""
     suppressed, moves = hypercube(problem, before)
     width = verify(problem, suppressed, moves)
     room = np.nan_to_num(problem.values) - problem.lower
@@ -378,8 +381,7 @@ def _moves(problem: Problem, before: np.ndarray, avoid: np.ndarray | None) -> tu
                               "protection in the release", reason=Reason.INFEASIBLE)
         s = s * s[c == p][0]
         pattern[c] = True
-        done.append((p, c, s, float(room[c[s < 0]].min(initial=np.inf)), float(room[c[s > 0]].min(initial=np.inf)),
-                     float(problem.required[p])))
+        done.append((p, c, s, float(room[c[s < 0]].min(initial=np.inf)), float(room[c[s > 0]].min(initial=np.inf))))
     return pattern, done
 
 

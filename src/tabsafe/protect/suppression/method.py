@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
@@ -30,6 +30,9 @@ from tabsafe.protect.suppression.problem import DEFAULT_WORK_LIMIT, Cost, Mode, 
 from tabsafe.protect.suppression.secondary import SuppressionResult, secondary_suppression, suppress_problem
 from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.risk.rules import RiskRules, RuleThresholds
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tabsafe.protect.suppression.footprint import Shape
 
 __all__ = ["CellSuppression", "suppression_columns"]
 
@@ -176,13 +179,13 @@ class CellSuppression(TableMethod):
     def memory_estimate(self, table: Table) -> int:
         """The memory model of :mod:`.footprint`, from the table's shape (checked before any work)."""
         from tabsafe import memory
-        from tabsafe.protect.suppression.footprint import hypercube_bytes, shape, suppression_bytes
+        from tabsafe.protect.suppression.footprint import hypercube_bytes, shape
 
         s = shape(table)
         cube = hypercube_bytes(s)
         if self.mode is Mode.HYPERCUBE:
             return cube
-        need = suppression_bytes(s, zeros_published=self.zeros is ZeroPolicy.NEVER, optimal=self.mode is Mode.OPTIMAL)
+        need = self._elimination_bytes(s, optimal=self.mode is Mode.OPTIMAL)
         budget = memory.limit()
         if need > budget >= cube:  # say which mode fits, not only that this one does not
             raise TooLargeError(
@@ -260,9 +263,15 @@ class CellSuppression(TableMethod):
         return sum(self.memory_estimate(t) if i in cubes else self._fast_bytes(t) for i, t in enumerate(tables))
 
     def _fast_bytes(self, table: Table) -> int:
-        from tabsafe.protect.suppression.footprint import shape, suppression_bytes
+        from tabsafe.protect.suppression.footprint import shape
 
-        return suppression_bytes(shape(table), zeros_published=self.zeros is ZeroPolicy.NEVER, optimal=False)
+        return self._elimination_bytes(shape(table), optimal=False)
+
+    def _elimination_bytes(self, s: Shape, *, optimal: bool) -> int:
+        """The memory model of the elimination (and the optimal mode's programs) on shape ``s``."""
+        from tabsafe.protect.suppression.footprint import suppression_bytes
+
+        return suppression_bytes(s, zeros_published=self.zeros is ZeroPolicy.NEVER, optimal=optimal)
 
     def protect_linked(self, tables: Sequence[Table]) -> tuple[Protection, ...]:
         """Suppress linked tables consistently, in the table of all their variables

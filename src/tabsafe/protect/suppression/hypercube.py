@@ -53,7 +53,7 @@ from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.progress import report
 from tabsafe.protect.suppression.problem import Problem
 
-__all__ = ["Moves", "hypercube", "verify"]
+__all__ = ["Moves", "box", "hypercube", "verify"]
 
 #: leaves under a margin code tried as the start of a move's path (the largest slabs first)
 MAX_PATHS = 8
@@ -377,6 +377,26 @@ def _around(search: _Search, cell: int, users: list[int]) -> tuple[dict[int, tup
     search.cost[cell], search.blocked[cell] = cost, blocked
     search.suppressed = before
     return out, tried
+
+
+def box(problem: Problem, cell: int, partners: int) -> np.ndarray:
+    """The cells around ``cell`` in which a change of it is sought (:mod:`.cube_release`): those
+    whose code in every variable is the cell's own, one above it, or one of the ``partners``
+    codes whose cells, the cell's other codes kept, are the largest non-zero ones. Every
+    hypercube move of ``cell`` with partners among those codes lies in it."""
+    axes = _axes(problem)
+    values = np.nan_to_num(problem.values)
+    ids = np.array([cell], dtype=np.int64)
+    for ax in axes:
+        here = (cell // ax.stride) % ax.size
+        slab = cell + (np.arange(ax.size) - here) * ax.stride
+        keep = np.zeros(ax.size, dtype=bool)
+        keep[ax.ancestors[here]] = True
+        order = np.argsort(-values[slab], kind="stable")
+        order = order[~keep[order] & (values[slab[order]] > 0)][:partners]
+        keep[order] = True
+        ids = (ids[:, None] + (np.flatnonzero(keep) - here)[None, :] * ax.stride).ravel()
+    return ids
 
 
 def verify(problem: Problem, suppressed: np.ndarray, moves: Moves) -> np.ndarray:

@@ -29,6 +29,9 @@ CODES = {"a": [f"a{i}" for i in range(5)], "b": ["b0", "b1", "b2"], "c": ["c0", 
 A_HALVES = {"A1": ["a0", "a1"], "A2": ["a2", "a3", "a4"]}
 A_PARITY = {"EV": ["a0", "a2", "a4"], "OD": ["a1", "a3"]}
 C_GROUPS = {"C1": ["c0", "c1"], "C2": ["c2", "c3"]}
+#: the tables a release draws from: spanning variables, and a's hierarchy
+SPECS = [(("a", "b"), "halves"), (("a", "c"), "parity"), (("b", "c"), None), (("a",), "parity"),
+         (("a", "b", "c"), "halves"), (("c",), None), (("a", "c"), "halves")]
 
 
 def _tree(tree: dict[str, list[str]] | None, codes: list[str]) -> dict[str, list[str]]:
@@ -49,12 +52,10 @@ def releases(draw: st.DrawFn):
         "b": rng.choice(CODES["b"], n, p=[0.6, 0.3, 0.1]),
         "c": rng.choice(CODES["c"], n, p=[0.4, 0.3, 0.2, 0.1]),
     })
-    specs = [(("a", "b"), "halves"), (("a", "c"), "parity"), (("b", "c"), None), (("a",), "parity"),
-             (("a", "b", "c"), "halves"), (("c",), None), (("a", "c"), "halves")]
-    chosen = draw(st.lists(st.sampled_from(range(len(specs))), min_size=2, max_size=4, unique=True))
+    chosen = draw(st.lists(st.sampled_from(range(len(SPECS))), min_size=2, max_size=4, unique=True))
     tables = []
     for i in chosen:
-        by, a_tree = specs[i]
+        by, a_tree = SPECS[i]
         trees = {"a": {"halves": A_HALVES, "parity": A_PARITY}.get(a_tree)} if "a" in by else {}
         if "c" in by and draw(st.booleans()):
             trees["c"] = C_GROUPS
@@ -245,11 +246,9 @@ def _seeded_release(seed: int):
     data = pd.DataFrame({"a": rng.choice(CODES["a"], n, p=[0.35, 0.25, 0.2, 0.12, 0.08]),
                          "b": rng.choice(CODES["b"], n, p=[0.6, 0.3, 0.1]),
                          "c": rng.choice(CODES["c"], n, p=[0.4, 0.3, 0.2, 0.1])})
-    specs = [(("a", "b"), "halves"), (("a", "c"), "parity"), (("b", "c"), None), (("a",), "parity"),
-             (("a", "b", "c"), "halves"), (("c",), None), (("a", "c"), "halves")]
     tables = []
-    for i in r.sample(range(len(specs)), r.randint(2, 4)):
-        by, a_tree = specs[i]
+    for i in r.sample(range(len(SPECS)), r.randint(2, 4)):
+        by, a_tree = SPECS[i]
         trees = {"a": {"halves": A_HALVES, "parity": A_PARITY}.get(a_tree)} if "a" in by else {}
         if "c" in by and r.random() < 0.5:
             trees["c"] = C_GROUPS

@@ -4,6 +4,8 @@ hierarchies, for every zero policy and both modes."""
 
 from __future__ import annotations
 
+import itertools
+
 from types import SimpleNamespace
 
 import numpy as np
@@ -17,7 +19,7 @@ from tabsafe import InnerCells, tabulate
 from tabsafe.model.table import Table
 from tabsafe.protect.suppression import CellSuppression, CellSystem, Problem, Settings, joint_table, secondary_suppression
 from tabsafe.protect.suppression.hitas import hitas, subtables
-from tabsafe.protect.suppression.hypercube import Moves, hypercube, verify
+from tabsafe.protect.suppression.hypercube import Moves, box, hypercube, verify
 from tabsafe.protect.suppression.elimination import null_basis, support_basis
 from tabsafe.protect.suppression.footprint import shape
 from tabsafe.protect.suppression.optimal import Budget
@@ -194,6 +196,33 @@ def test_each_move_proves_no_more_than_the_intruders_interval(table: Table, zero
     assert (width <= lp[moves.primary] + 1e-7).all(), "a move claims more than the intruder's interval allows"
     assert not (suppressed & problem.forced & ~problem.primary).any()
     assert (np.diff(moves.ptr) <= 2 * shape(table).column).all()
+
+
+@settings(max_examples=30)
+@given(table=tables(), data=st.data())
+def test_the_box_around_a_cell(table: Table, data: st.DataObject) -> None:
+    """The cells a tied cell's program may change in a table by moves (``box``, issue #28): in
+    every variable the cell's code, every code above it, and the ``partners`` largest non-zero
+    codes of the cell's slab; so the cell and all its margins, and nothing else when there are no
+    partners."""
+    problem = Problem.build(CellSystem.of_table(table), np.zeros(table.n_cells, dtype=bool), Settings())
+    cell = data.draw(st.integers(0, table.n_cells - 1))
+    partners = data.draw(st.integers(0, 3))
+    strides = [int(s) for s in table.strides]
+    sizes = [len(d.hierarchy.order) for d in table.dimensions]
+    at = [(cell // s) % n for s, n in zip(strides, sizes)]
+    allowed = []
+    for d, (s, n, here) in enumerate(zip(strides, sizes, at)):
+        h = table.dimensions[d].hierarchy
+        above = {h.position[a] for a in h.ancestors(h.order[here])}
+        slab = cell + (np.arange(n) - here) * s
+        values = np.asarray(table.counts, dtype=np.float64)[slab]
+        others = [c for c in np.argsort(-values, kind="stable").tolist() if c not in above and values[c] > 0]
+        allowed.append(above | set(others[:partners]))
+    found = box(problem, cell, partners)
+    expected = {cell + sum((c - here) * s for c, here, s in zip(codes, at, strides))
+                for codes in itertools.product(*allowed)}
+    assert sorted(found.tolist()) == sorted(expected)
 
 
 @settings(max_examples=25)

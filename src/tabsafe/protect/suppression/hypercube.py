@@ -382,8 +382,9 @@ def _around(search: _Search, cell: int, users: list[int]) -> tuple[dict[int, tup
 def box(problem: Problem, cell: int, partners: int) -> np.ndarray:
     """The cells around ``cell`` in which a change of it is sought (:mod:`.cube_release`): those
     whose code in every variable is the cell's own, one above it, or one of the ``partners``
-    codes whose cells, the cell's other codes kept, are the largest non-zero ones. Every
-    hypercube move of ``cell`` with partners among those codes lies in it."""
+    codes whose cells, the cell's other codes kept, are the largest non-zero ones. In a table of
+    flat variables (codes and their total), every hypercube move of an inner cell whose partners
+    are among those codes lies in it."""
     axes = _axes(problem)
     values = np.nan_to_num(problem.values)
     ids = np.array([cell], dtype=np.int64)

@@ -108,8 +108,8 @@ class _Join:
         #: moves the rest follows (primary release cell: cells, signs, how far up, how far down)
         self.moved: dict[int, tuple[np.ndarray, np.ndarray, float, float]] = {}
         self.figures: dict = {}
-        self.systems: dict[int, CellSystem] = {}  # each cube's cells, for moves sought again
-        self.cube_problems: dict[int, Problem] = {}  # each cube's bounds and costs, for joint programs
+        #: each cube's cells, bounds and costs (for moves sought again and joint programs)
+        self.cube_problems: dict[int, Problem] = {}
         self.cube_local: dict[int, np.ndarray] = {}  # release cell -> the cube's cell (-1: not held)
         self.cube_of: dict[int, int] = {}  # a moved primary cell: its cube
         self.followed: dict[tuple[bytes, bytes], float] = {}  # changes of the rest followed, how far
@@ -171,14 +171,14 @@ class _Join:
         for q in sorted(stuck):
             rows = self.problem.AT[q].indices
             # the interface cells of its relations; else those a few relations away
-            near = np.zeros(self.held.size, dtype=bool)
-            near[self.problem.A[rows].indices] = True
-            if not (near & usable).any():
-                near = _near(self.problem, rows, ~self.problem.forced)
-            if not (near & usable).any():
+            for hops in (1, NEAR):
+                near = _near(self.problem, rows, ~self.problem.forced, hops) & usable
+                if near.any():
+                    break
+            else:
                 raise MethodError(f"primary cell {self.cells.name(int(self.held[q]))} cannot be protected: every "
                                   "cell that could hide it is published by force", reason=Reason.INFEASIBLE)
-            ties[int(self.held[q])] = self.held[near & usable]
+            ties[int(self.held[q])] = self.held[near]
         return ties
 
     def _cube(self, i: int) -> None:
@@ -186,7 +186,7 @@ class _Join:
         move; the rest follows them); then for its other primary cells, no interface cell moving;
         those with no such move get one the rest follows."""
         rows = self.cells.cells[i]
-        system = self.systems[i] = CellSystem.of_table(self.cells.tables[i])
+        system = CellSystem.of_table(self.cells.tables[i])
         prim, face, between = self.primary[rows], self.interface[rows], self.between[rows]
         self.cube_problems[i] = Problem.build(system, prim, self.settings, published=between)
         self.cube_local[i] = np.full(self.cells.n_cells, -1, dtype=np.int64)
@@ -313,7 +313,7 @@ class _Join:
         rows = self.cells.cells[i]
         alone = rows == f
         kept = self.between[rows] | (np.isin(rows, np.fromiter(still, dtype=np.int64)) & ~alone)
-        problem = Problem.build(self.systems[i], alone, self.settings, published=kept)
+        problem = Problem.build(self.cube_problems[i].system, alone, self.settings, published=kept)
         pattern, done = _moves(problem, self.hidden[rows] & ~kept, np.zeros(rows.size, dtype=bool))
         if not done:
             return None

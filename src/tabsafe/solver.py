@@ -134,6 +134,11 @@ def _model(lp: LinearProgram, inf: float, *, integer: bool = True) -> highspy.Hi
     return model
 
 
+def _option_text(h: highspy.Highs, name: str) -> str:
+    value = h.getOptionValue(name)
+    return str(value[1] if isinstance(value, tuple) else value)
+
+
 def _option(h: highspy.Highs, name: str) -> float:
     value = h.getOptionValue(name)
     return float(value[1] if isinstance(value, tuple) else value)  # (status, value) in some versions
@@ -255,28 +260,42 @@ def solve(
     return sol
 
 
-def interior_point(A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> np.ndarray | None:
+def interior_point(A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray,
+                   reach: np.ndarray | float = 1.0) -> np.ndarray | None:
     """A point of ``{y : A y = b, lower <= y <= upper}`` away from its bounds where it can be, or
     None when HiGHS finds none (infeasible, or not solved).
 
-    The interior point method on a zero objective, stopped before crossover: its iterates follow
-    the central path towards the analytic centre of the box, so a variable sits at a bound only
-    where the set holds it there (a vertex, what the simplex returns, puts most variables on a
-    bound). The release audit of rounded and perturbed releases follows its additive moves from
-    such a point (issue #28). One thread and no clock: the same point on every machine.
+    The program: the largest sum over the variables of their distance to the nearer bound, each
+    counted up to ``reach`` (and half its box): ``max sum s`` with ``lower + s <= y <= upper - s``,
+    ``0 <= s <= min(reach, (upper - lower) / 2)``. Solved by the interior point method without
+    crossover (a point inside the optimal face, not a vertex of it). A zero objective (any
+    feasible point: the method stops at its first one) left 5,279 of the 45,472 cells of the
+    demo's randomly rounded release unsettled by the audit's moves (:mod:`tabsafe.release.audit`,
+    issue #28), this 3,132; the cells it leaves at a bound are those the sum trades away, and the
+    local programs (:mod:`tabsafe.release.local`) from it settle most of them. One thread and no
+    clock: the same point on every machine.
     """
     h = _highs()
     for key, value in (("output_flag", False), ("threads", 1), ("solver", "ipm"), ("run_crossover", "off")):
         h.setOptionValue(key, value)
+    A = sp.csr_matrix(A, dtype=np.float64)
+    m, n = A.shape
+    lo = np.asarray(lower, dtype=np.float64)
+    hi = np.asarray(upper, dtype=np.float64)
+    cap = np.minimum(np.broadcast_to(np.asarray(reach, dtype=np.float64), (n,)), (hi - lo) / 2)
+    eye = sp.identity(n, format="csr")
+    # rows: A y = b; y - s >= lower; y + s <= upper
+    M = sp.vstack([sp.hstack([A, sp.csr_matrix((m, n))]), sp.hstack([eye, -eye]), sp.hstack([eye, eye])])
     b = np.asarray(b, dtype=np.float64)
-    lp = LinearProgram(np.zeros(A.shape[1]), A, b, b, np.asarray(lower, dtype=np.float64),
-                       np.asarray(upper, dtype=np.float64))
+    lp = LinearProgram(np.concatenate([np.zeros(n), np.ones(n)]), M, np.concatenate([b, lo, np.full(n, -np.inf)]),
+                       np.concatenate([b, np.full(n, np.inf), hi]), np.concatenate([lo, np.zeros(n)]),
+                       np.concatenate([hi, np.maximum(cap, 0.0)]), maximize=True)
     h.passModel(_model(lp, h.getInfinity(), integer=False))
-    progress.report("solver", program="linear", variables=int(A.shape[1]))
+    progress.report("solver", program="linear", variables=int(2 * n))
     h.run()
     if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
         return None
-    return np.array(h.getSolution().col_value, dtype=np.float64)
+    return np.array(h.getSolution().col_value, dtype=np.float64)[:n]
 
 
 class Relaxation:
@@ -343,13 +362,20 @@ class ExtremeSolver:
     simplex without presolve re-optimises it in a few iterations (about ten times faster than
     HiGHS' defaults). The first call has no basis to start from: it is solved with presolve and
     the dual simplex (on an audit of the 26,796-cell benchmark table, 4.3 s → 2.5 s), whose final
-    basis the later calls start from.
+    basis the later calls start from; ``first="ipm"``: by the interior point method and crossover
+    (the release audit of a rounded release, every cell boxed: on the demo's 45,472-cell randomly
+    rounded release 6.6 s against 60–93 s by either simplex, and the later calls from its basis
+    took 0.15–0.45 s against 0.7–1 s), the dual simplex when that fails.
     """
 
-    def __init__(self, A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+    def __init__(self, A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray, *,
+                 first: str = "simplex") -> None:
         self._h = _highs()
         for key, value in (("output_flag", False), ("threads", 1), ("presolve", "on"), ("simplex_strategy", 1)):
             self._h.setOptionValue(key, value)
+        if first == "ipm":
+            self._h.setOptionValue("solver", "ipm")
+        self._first = first
         self._warm = False
         n = A.shape[1]
         self._n = n
@@ -371,12 +397,18 @@ class ExtremeSolver:
         h.changeObjectiveSense(highspy.ObjSense.kMaximize if maximize else highspy.ObjSense.kMinimize)
         h.run()
         warm = self._warm
+        status = h.getModelStatus()
+        S = highspy.HighsModelStatus
         if not warm:  # from now on: re-optimise the last basis (class docstring)
+            ipm = _option_text(h, "solver") == "ipm"
+            h.setOptionValue("solver", "choose")
+            if ipm and status not in (S.kOptimal, S.kUnbounded, S.kUnboundedOrInfeasible):
+                h.clearSolver()  # the interior point method failed: the dual simplex, as by default
+                h.run()
+                status = h.getModelStatus()
             h.setOptionValue("presolve", "off")
             h.setOptionValue("simplex_strategy", 4)
             self._warm = True
-        status = h.getModelStatus()
-        S = highspy.HighsModelStatus
         if status not in (S.kOptimal, S.kUnbounded, S.kUnboundedOrInfeasible) and warm:
             # the warm primal simplex can stall on a degenerate basis (HiGHS then reports
             # "Unknown": seen on a randomly rounded release of 6,048 cells): solve this one again
@@ -384,7 +416,10 @@ class ExtremeSolver:
             h.clearSolver()
             h.setOptionValue("presolve", "on")
             h.setOptionValue("simplex_strategy", 1)
+            if self._first == "ipm":  # as the first call was: seconds, not a minute, on a large program
+                h.setOptionValue("solver", "ipm")
             h.run()
+            h.setOptionValue("solver", "choose")
             h.setOptionValue("presolve", "off")
             h.setOptionValue("simplex_strategy", 4)
             status = h.getModelStatus()

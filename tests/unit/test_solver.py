@@ -64,3 +64,30 @@ def test_a_relaxation_grown_by_rows_solves_as_the_grown_program(seed: int, steps
         more = rows(int(rng.integers(1, 6)))
         lp.add_rows(more, np.ones(more.shape[0]), np.full(more.shape[0], np.inf))
         M = sp.vstack([M, more], format="csr")
+
+
+@settings(max_examples=25)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_extremes_from_an_interior_point_start_are_the_simplex_extremes(seed: int) -> None:
+    """``ExtremeSolver(first="ipm")`` solves its first program by the interior point method and
+    crossover, the later ones warm from that basis: every extreme is the one the default (dual
+    simplex first) finds, on random boxed additive systems (a total and its parts, twice)."""
+    from tabsafe.solver import ExtremeSolver
+
+    rng = np.random.default_rng(seed)
+    k = int(rng.integers(2, 8))
+    # cells 0..k-1 add up to cell k; cells k+1..2k add up to cell k as well (two tables sharing it)
+    A = np.zeros((2, 2 * k + 1))
+    A[0, :k], A[0, k] = 1.0, -1.0
+    A[1, k + 1:], A[1, k] = 1.0, -1.0
+    truth = rng.integers(0, 6, 2 * k + 1).astype(float)
+    truth[k] = truth[:k].sum()
+    truth[k + 1:] = rng.multinomial(int(truth[k]), np.full(k, 1.0 / k))
+    lower, upper = np.maximum(truth - 2, 0), truth + 2
+    ipm = ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper, first="ipm")
+    simplex = ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper)
+    for col in rng.permutation(2 * k + 1).tolist():
+        for maximize in (True, False):
+            a, b = ipm.extreme(col, maximize=maximize), simplex.extreme(col, maximize=maximize)
+            assert a.value == pytest.approx(b.value, abs=1e-7)
+            assert np.abs(A @ a.x).max() <= 1e-7 and (a.x >= lower - 1e-9).all() and (a.x <= upper + 1e-9).all()

@@ -17,6 +17,13 @@ decide which cells need which protection (:func:`audit_release` ``required``). A
 :func:`tabsafe.risk.intervals.feasibility_intervals`, unknown cells that share no relation are
 independent (each connected component is solved alone), and two programs that push every open
 cell of a component up and down settle most cells before any per-cell program.
+
+When a table that satisfies every relation and bound is at hand — the published values of a
+controlled rounding, else a central point of the intruder's program (:func:`central_point`) — three
+cheaper steps come first (issue #28): its additive moves (:func:`move_intervals`), then two small
+programs per cell left over a box of cells around it with the rest of the release held
+(:mod:`tabsafe.release.local`), which also show a cell narrow when its own relations pin it; the
+programs over the whole part then take only the cells left, without the push programs.
 """
 
 from __future__ import annotations
@@ -34,6 +41,7 @@ from tabsafe.errors import InputError
 from tabsafe.model.hierarchy import Hierarchy
 from tabsafe.model.table import Table
 from tabsafe.model.release_cells import ReleaseCells
+from tabsafe.release.local import WIDTH_TOL, settle_locally
 from tabsafe.risk.intervals import independent_parts, spread, widen
 from tabsafe.solver import ExtremeSolver, interior_point
 
@@ -106,7 +114,7 @@ class ExposedCell:
 
     @property
     def exact(self) -> bool:
-        return self.width <= _TOL
+        return self.width <= WIDTH_TOL
 
 
 @dataclass(frozen=True, eq=False)
@@ -226,9 +234,9 @@ def audit_release(
     system = _System.of(cells.relations, lo, unknown)
     point = feasible_point(cells, published, lo, hi) if shortcuts else None
     if point is None and shortcuts:  # a perturbed or randomly rounded release: its values add up to no table
-        point = central_point(system, lo, hi)
+        point = central_point(system, lo, hi, reach=req)
     if point is not None:  # settle what additive moves of a feasible table reach, before any program
-        want = _settle_by_moves(cells, point, lo, hi, unknown, want, req, out_lo, out_hi)
+        want = _settle_from_point(cells, system, point, lo, hi, unknown, want, req, out_lo, out_hi, namer, exposed)
     U = system.U
     total = int(np.count_nonzero(want[U]))
     done = 0
@@ -249,15 +257,26 @@ def audit_release(
     return ReleaseAudit(cells, lo, hi, out_lo, out_hi, audited, tuple(sorted(exposed, key=lambda e: e.cell)))
 
 
-def _settle_by_moves(cells: ReleaseCells, point: np.ndarray, lo: np.ndarray, hi: np.ndarray, unknown: np.ndarray,
-                     want: np.ndarray, req: np.ndarray, out_lo: np.ndarray, out_hi: np.ndarray) -> np.ndarray:
-    """Settle, without a program, every wanted cell that the additive moves of the published table
-    ``point`` (:func:`move_intervals`, issue #28) show wide enough: its inner bounds go into
-    ``out_lo``/``out_hi``. Returns the cells still wanted."""
-    m_lo, m_hi = move_intervals(cells, point, lo, hi, unknown, np.where(want, req, 0.0))
-    wide = want & (m_hi - m_lo >= req - _TOL)
-    out_lo[wide], out_hi[wide] = m_lo[wide], m_hi[wide]
-    return want & ~wide
+def _settle_from_point(cells: ReleaseCells, system: _System, point: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                     unknown: np.ndarray, want: np.ndarray, req: np.ndarray, out_lo: np.ndarray, out_hi: np.ndarray,
+                     namer: _Namer, exposed: list[ExposedCell]) -> np.ndarray:
+    """Settle, without a program over the whole release, every wanted cell that the additive moves
+    of the feasible table ``point`` (:func:`move_intervals`, issue #28) and then the local programs
+    around it (:func:`tabsafe.release.local.settle_locally`) show wide enough: its inner bounds go
+    into ``out_lo``/``out_hi``; a cell its own relations show narrow, with an interval the tables
+    found reach, is exposed here. Returns the cells still wanted."""
+    seen_lo, seen_hi = move_intervals(cells, point, lo, hi, unknown, np.where(want, req, 0.0))
+    left = want & (seen_hi - seen_lo < req - WIDTH_TOL)
+    if left.any():
+        left, narrow = settle_locally(cells, system, point, lo, hi, left, req, seen_lo, seen_hi)
+        for n in narrow:
+            exposed.append(ExposedCell(n.cell, namer(n.cell, hidden=True), *namer.where(n.cell, hidden=True),
+                                       float(n.low.value), float(n.high.value), float(req[n.cell]),
+                                       _derivation(namer, n.rows, (n.low, n.high), system.A_K, system.K,
+                                                   system.fixed)))
+    settled = want & ~left
+    out_lo[settled], out_hi[settled] = seen_lo[settled], seen_hi[settled]
+    return left
 
 
 @dataclass(frozen=True, eq=False)
@@ -299,7 +318,10 @@ def _audit_part(cells: ReleaseCells, system: _System, cols: np.ndarray, crow: np
     members = system.U[cols]
     b = system.b
     sub = system.A_U[crow][:, cols]
-    solver = ExtremeSolver(sub, b[crow], lo[members], hi[members])
+    # every cell boxed (a rounded or perturbed release): the first program by the interior point
+    # method (:class:`ExtremeSolver`), a minute less on 45,000 cells
+    solver = ExtremeSolver(sub, b[crow], lo[members], hi[members],
+                           first="ipm" if np.isfinite(hi[members]).all() else "simplex")
     try:
         # a table that fits the published values: the published table itself when it does
         start = point[members] if point is not None else solver.optimum(np.zeros(cols.size), maximize=False).x
@@ -313,25 +335,28 @@ def _audit_part(cells: ReleaseCells, system: _System, cols: np.ndarray, crow: np
 
     need = req[members[aim]]
     take(start)
-    spread(sub, b[crow], lo[members], hi[members], start, aim, need, seen_lo, seen_hi)
+    if point is None:  # with a feasible table, the moves and the local programs came first: the
+        # cells left are few and mostly narrow, and a push of them all over a large part costs
+        # minutes (160 s a program on the demo's 45,472-cell randomly rounded release)
+        spread(sub, b[crow], lo[members], hi[members], start, aim, need, seen_lo, seen_hi)
     for i, w in enumerate(aim.tolist()):
         cell = int(members[w])
         # a rounded release audits every cell with two programs each: minutes on a large one
         if i % 64 == 0:
             progress.report("release audit", phase="cells", done=done - aim.size + i, total=total,
                             exposed=len(exposed))
-        if seen_hi[i] - seen_lo[i] >= need[i] - _TOL and math.isfinite(seen_hi[i]):
+        if seen_hi[i] - seen_lo[i] >= need[i] - WIDTH_TOL and math.isfinite(seen_hi[i]):
             out_lo[cell], out_hi[cell] = seen_lo[i], seen_hi[i]
             continue
         high = solver.extreme(w, maximize=True)
         take(high.x)
-        if not math.isfinite(high.value) or seen_hi[i] - seen_lo[i] >= need[i] - _TOL:
+        if not math.isfinite(high.value) or seen_hi[i] - seen_lo[i] >= need[i] - WIDTH_TOL:
             out_lo[cell], out_hi[cell] = seen_lo[i], high.value  # wide enough: one program, not two
             continue
         low = solver.extreme(w, maximize=False)
         take(low.x)
         out_lo[cell], out_hi[cell] = low.value, high.value
-        if high.value - low.value < need[i] - _TOL:
+        if high.value - low.value < need[i] - WIDTH_TOL:
             exposed.append(ExposedCell(cell, namer(cell, hidden=True), *namer.where(cell, hidden=True),
                                        float(low.value), float(high.value), float(need[i]),
                                        _derivation(namer, crow, (low, high), system.A_K, system.K, system.fixed)))
@@ -432,7 +457,7 @@ def move_intervals(cells: ReleaseCells, point: np.ndarray, lower: np.ndarray, up
                     _follow(cells, moves_of(cells, backward, shift, alone), point, lower, upper, unknown, lo, hi)
             if need is None:
                 continue
-            before, narrow = narrow, int(np.count_nonzero(unknown & (hi - lo < need - _TOL)))
+            before, narrow = narrow, int(np.count_nonzero(unknown & (hi - lo < need - WIDTH_TOL)))
             if narrow == 0:
                 return lo, hi  # every cell wide enough: the programs have nothing left
             if narrow == before:
@@ -515,7 +540,8 @@ def feasible_point(cells: ReleaseCells, published: Sequence[np.ndarray] | None, 
     return point
 
 
-def central_point(system: _System, lower: np.ndarray, upper: np.ndarray) -> np.ndarray | None:
+def central_point(system: _System, lower: np.ndarray, upper: np.ndarray,
+                  reach: np.ndarray | float = 1.0) -> np.ndarray | None:
     """A table over the release's cells that satisfies every relation and bound, away from the
     bounds where it can be (:func:`tabsafe.solver.interior_point`), when every unknown cell is
     bounded above (rounded and perturbed releases: a box around each published value); else None
@@ -525,12 +551,14 @@ def central_point(system: _System, lower: np.ndarray, upper: np.ndarray) -> np.n
     additive moves (:func:`move_intervals`) need another start. A vertex of the program (one
     simplex solve) holds most cells at a bound, and a move through a cell at its bound goes one
     way only; from the centre each move goes both ways. On an 18,067-cell randomly rounded
-    release the moves from it settle 16,162 cells (issue #28).
+    release the moves from it settle 16,162 cells (issue #28). ``reach``: per cell, the distance
+    from its bounds worth having (the width it needs; :func:`tabsafe.solver.interior_point`).
     """
     U = system.U
     if U.size == 0 or not np.isfinite(upper[U]).all():
         return None
-    y = interior_point(system.A_U, system.b, lower[U], upper[U]) if system.A_U.shape[0] else None
+    r = np.broadcast_to(np.asarray(reach, dtype=np.float64), lower.shape)[U]
+    y = interior_point(system.A_U, system.b, lower[U], upper[U], r) if system.A_U.shape[0] else None
     if y is None:
         return None
     point = np.asarray(lower, dtype=np.float64).copy()

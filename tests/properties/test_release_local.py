@@ -1,0 +1,118 @@
+"""The release audit's local programs (:mod:`tabsafe.release.local`, issue #28): a cell's programs
+over a box of cells around it, every other cell at a feasible table's value.
+
+Checked against an independent oracle (scipy's ``linprog`` over the release's relations and the
+published bounds, as in ``test_release_audit_paths``): every value the local programs reach lies
+inside the cell's feasibility interval, a cell they settle is wide enough, and a cell they show
+narrow is narrow, with the oracle's interval.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from tabsafe import Hierarchy, Microdata, tabulate
+from tabsafe.model.release_cells import ReleaseCells
+from tabsafe.release.audit import _System, central_point
+from tabsafe.release.local import release_box, settle_locally
+from tests.properties.test_release_audit_paths import _oracle, _published
+from tests.properties.test_release_properties import _hierarchy, releases
+
+_TOL = 1e-6
+#: no variable whole, one partner then two
+BOXES = ((1, 0), (2, 0))
+
+
+def _settled(cells: ReleaseCells, lo: np.ndarray, hi: np.ndarray, required: float):
+    """The local programs on every unknown cell, from the central point alone (no moves first),
+    in boxes smaller than the release (:data:`BOXES`)."""
+    unknown = hi - lo > 1e-7
+    system = _System.of(cells.relations, lo, unknown)
+    req = np.full(cells.n_cells, required)
+    point = central_point(system, lo, hi, reach=req)
+    assert point is not None
+    seen_lo, seen_hi = point.copy(), point.copy()
+    # boxes smaller than these releases' tables (the default takes small variables whole)
+    left, narrow = settle_locally(cells, system, point, lo, hi, unknown, req, seen_lo, seen_hi, boxes=BOXES)
+    return unknown, left, narrow, seen_lo, seen_hi
+
+
+@settings(max_examples=10, suppress_health_check=[HealthCheck.data_too_large])
+@given(release=releases(), kind=st.sampled_from(["round", "noise"]), step=st.sampled_from([2, 3]),
+       seed=st.integers(0, 2**32 - 1), required=st.sampled_from([1.0, 2.0]))
+def test_local_programs_stay_inside_the_intruders_intervals(release, kind: str, step: int, seed: int,
+                                                           required: float) -> None:
+    data, tables = release
+    md = Microdata.from_frame(data)
+    built = [tabulate(md, list(by), hierarchies={v: _hierarchy(v, trees.get(v)) for v in by}) for by, trees in tables]
+    cells = ReleaseCells.build(built, names=[f"t{i}" for i in range(len(built))])
+    _, lo, hi = _published(cells, np.random.default_rng(seed), kind, step)
+    o_lo, o_hi = _oracle(cells, lo, hi)
+    unknown, left, narrow, seen_lo, seen_hi = _settled(cells, lo, hi, required)
+    # every value reached is one a table satisfying every relation gives the cell
+    assert (seen_lo >= o_lo - _TOL).all() and (seen_hi <= o_hi + _TOL).all()
+    shown = {n.cell for n in narrow}
+    for n in narrow:  # shown narrow: narrow, and its interval the oracle's
+        assert o_hi[n.cell] - o_lo[n.cell] < required - _TOL
+        assert abs(n.low.value - o_lo[n.cell]) <= _TOL and abs(n.high.value - o_hi[n.cell]) <= _TOL
+    settled = np.flatnonzero(unknown & ~left)
+    wide = [c for c in settled.tolist() if c not in shown]
+    assert (seen_hi[wide] - seen_lo[wide] >= required - _TOL).all()
+    event(f"local programs settled {'some' if wide else 'none'}; shown narrow: {'some' if shown else 'none'}")
+
+
+def _two_tables() -> ReleaseCells:
+    """area × age and area × sex (areas in two regions), 300 persons."""
+    rng = np.random.default_rng(3)
+    tree = {"R1": ["a1", "a2", "a3"], "R2": ["a4", "a5"]}
+    frame = pd.DataFrame({"area": rng.choice([a for k in tree.values() for a in k], 300),
+                          "age": rng.choice(["0", "1", "2", "3"], 300), "sex": rng.choice(["m", "f"], 300)})
+    md = Microdata.from_frame(frame)
+    area = Hierarchy.from_tree(tree)
+    return ReleaseCells.build([tabulate(md, ["area", "age"], hierarchies={"area": area}),
+                               tabulate(md, ["area", "sex"], hierarchies={"area": area})], names=["aa", "as"])
+
+
+def test_the_box_around_a_release_cell() -> None:
+    cells = _two_tables()
+    values = cells.combine()
+    aa = cells.tables[0]
+    cell = int(cells.cells[0][aa.cell_id({"area": "a2", "age": "1"})])
+    # no partners, no variable whole: the cell's codes and those above them, in every table (the
+    # total of a variable the cell's table lacks)
+    got = set(release_box(cells, cell, values, partners=0, small=0).tolist())
+    want = {int(cells.cells[0][aa.cell_id({"area": a, "age": g})]) for a in ("a2", "R1", "Total") for g in ("1", "Total")}
+    ast = cells.tables[1]
+    want |= {int(cells.cells[1][ast.cell_id({"area": a, "sex": "Total"})]) for a in ("a2", "R1", "Total")}
+    assert got == want
+    # one partner: the largest sibling of the code and of each code above it (a2's in R1, R1's:
+    # R2), and below each its largest child; of ages, the cell's own and the largest other
+    def value(area: str, age: str) -> float:
+        return float(values[cells.cells[0][aa.cell_id({"area": area, "age": age})]])
+
+    sib = max(("a1", "a3"), key=lambda a: value(a, "1"))
+    child = max(("a4", "a5"), key=lambda a: value(a, "1"))
+    age = max(("0", "2", "3"), key=lambda g: value("a2", g))
+    areas = {"a2", sib, "R1", "R2", child, "Total"}
+    got = set(release_box(cells, cell, values, partners=1, small=0).tolist())
+    want = {int(cells.cells[0][aa.cell_id({"area": a, "age": g})]) for a in areas for g in ("1", age, "Total")}
+    want |= {int(cells.cells[1][ast.cell_id({"area": a, "sex": x})]) for a in areas
+             for x in ("Total", max(("m", "f"), key=lambda x: values[cells.cells[1][ast.cell_id({"area": "a2", "sex": x})]]))}
+    assert got == want
+    # every variable whole: every cell of every table
+    assert release_box(cells, cell, values, partners=0, small=99).tolist() == list(range(cells.n_cells))
+
+
+def test_local_programs_settle_cells_the_moves_leave() -> None:
+    """Not vacuous: on a rounded release of the two tables, the local programs alone settle most
+    unknown cells, each inside linprog's interval (the property test above checks the same on
+    random releases)."""
+    cells = _two_tables()
+    _, lo, hi = _published(cells, np.random.default_rng(11), "round", 3)
+    o_lo, o_hi = _oracle(cells, lo, hi)
+    unknown, left, _, seen_lo, seen_hi = _settled(cells, lo, hi, 1.0)
+    assert (unknown & ~left).sum() >= 0.8 * unknown.sum()
+    assert (seen_lo >= o_lo - _TOL).all() and (seen_hi <= o_hi + _TOL).all()

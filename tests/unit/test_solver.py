@@ -91,3 +91,27 @@ def test_extremes_from_an_interior_point_start_are_the_simplex_extremes(seed: in
             a, b = ipm.extreme(col, maximize=maximize), simplex.extreme(col, maximize=maximize)
             assert a.value == pytest.approx(b.value, abs=1e-7)
             assert np.abs(A @ a.x).max() <= 1e-7 and (a.x >= lower - 1e-9).all() and (a.x <= upper + 1e-9).all()
+
+
+def test_a_warm_call_over_its_budget_is_solved_afresh(monkeypatch) -> None:
+    """A warm call of ``ExtremeSolver(first="ipm")`` that runs out of simplex iterations (its work
+    budget) is solved again by the interior point method: with a budget of one iteration every
+    call goes that way, and every extreme is still the dual simplex's."""
+    import tabsafe.solver as solver
+
+    monkeypatch.setattr(solver, "WARM_ITERATIONS", 1)
+    rng = np.random.default_rng(5)
+    k = 12
+    A = np.zeros((2, 2 * k + 1))
+    A[0, :k], A[0, k] = 1.0, -1.0
+    A[1, k + 1:], A[1, k] = 1.0, -1.0
+    truth = rng.integers(3, 9, 2 * k + 1).astype(float)
+    truth[k] = truth[:k].sum()
+    truth[k + 1:] = rng.multinomial(int(truth[k]), np.full(k, 1.0 / k))
+    lower, upper = np.maximum(truth - 2, 0), truth + 2
+    ipm = solver.ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper, first="ipm")
+    simplex = solver.ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper)
+    for col in range(2 * k + 1):
+        for maximize in (True, False):
+            assert ipm.extreme(col, maximize=maximize).value == pytest.approx(
+                simplex.extreme(col, maximize=maximize).value, abs=1e-7)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import Literal
 
 import highspy
 import numpy as np
@@ -132,11 +133,6 @@ def _model(lp: LinearProgram, inf: float, *, integer: bool = True) -> highspy.Hi
             highspy.HighsVarType.kInteger if f else highspy.HighsVarType.kContinuous for f in np.asarray(lp.integer)
         ]
     return model
-
-
-def _option_text(h: highspy.Highs, name: str) -> str:
-    value = h.getOptionValue(name)
-    return str(value[1] if isinstance(value, tuple) else value)
 
 
 def _option(h: highspy.Highs, name: str) -> float:
@@ -377,7 +373,7 @@ class ExtremeSolver:
     """
 
     def __init__(self, A: sp.spmatrix, b: np.ndarray, lower: np.ndarray, upper: np.ndarray, *,
-                 first: str = "simplex") -> None:
+                 first: Literal["simplex", "ipm"] = "simplex") -> None:
         self._h = _highs()
         for key, value in (("output_flag", False), ("threads", 1), ("presolve", "on"), ("simplex_strategy", 1)):
             self._h.setOptionValue(key, value)
@@ -408,9 +404,8 @@ class ExtremeSolver:
         status = h.getModelStatus()
         S = highspy.HighsModelStatus
         if not warm:  # from now on: re-optimise the last basis (class docstring)
-            ipm = _option_text(h, "solver") == "ipm"
             h.setOptionValue("solver", "choose")
-            if ipm and status not in (S.kOptimal, S.kUnbounded, S.kUnboundedOrInfeasible):
+            if self._first == "ipm" and status not in (S.kOptimal, S.kUnbounded, S.kUnboundedOrInfeasible):
                 h.clearSolver()  # the interior point method failed: the dual simplex, as by default
                 h.run()
                 status = h.getModelStatus()

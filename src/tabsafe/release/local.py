@@ -5,7 +5,7 @@ published tables do not give exactly, its least and largest value over all table
 rounded or perturbed release a feasible table is known before any program (the published values,
 or a central point), and its additive moves settle most cells (issue #28). The cells they leave
 need other tables, and a program over the whole release costs a quarter of a second or more per
-cell on 45,000 cells (a minute for the first).
+cell on 45,000 cells (seconds for the first), and sometimes minutes.
 
 Here each such cell gets two small programs instead: the cells of a *box* around it
 (:func:`release_box`) are free within their bounds, every other cell stays at the feasible
@@ -135,12 +135,13 @@ def _around(h: Hierarchy, code: str, value: dict[str, float], partners: int) -> 
 def release_box(cells: ReleaseCells, cell: int, values: np.ndarray, partners: int, small: int) -> np.ndarray:
     """The release cells around ``cell`` in which its local programs move (module docstring).
 
-    Per variable: every code when it has at most ``small``; else the cell's code (the total in a
-    variable its table lacks), every code above it, the ``partners`` siblings whose cells (the
-    cell's other codes kept) have the largest ``values``, and below each of these the ``partners``
-    children with the largest values, level by level. In every table, the cells whose codes are
-    all in these sets; a cycle of changes through the cell (two codes of each variable and the
-    totals above them) lies in the box when its codes are among the partners.
+    Per variable of each table: every code when it has at most ``small``; else the cell's code
+    (the total where the table's hierarchy of it lacks the code, or the cell's table the variable),
+    every code above it, the ``partners`` siblings whose cells (the cell's other codes kept) have
+    the largest ``values``, and below each of these the ``partners`` children with the largest
+    values, level by level. In every table, the cells whose codes are all in these sets; a cycle
+    of changes through the cell (two codes of each variable and the totals above them) lies in the
+    box when its codes are among the partners.
     """
     found = []
     for table, rows, sets in zip(cells.tables, cells.cells, _codes(cells, cell, values, partners, small)):

@@ -223,7 +223,10 @@ def settle_locally(cells: ReleaseCells, system: Relations, point: np.ndarray, lo
                 want[cell] = False
     narrow = []
     for cell in np.flatnonzero(want).tolist():
-        rows, low, high = outer_interval(system, AT, int(where[cell]), lower, upper)
+        try:
+            rows, low, high = outer_interval(system, AT, int(where[cell]), lower, upper)
+        except RuntimeError:  # as above: the programs over the whole release decide (and name a
+            continue  # release whose published values no table satisfies)
         if high.value - low.value < required[cell] - WIDTH_TOL and \
                 low.value >= seen_lo[cell] - WIDTH_TOL and high.value <= seen_hi[cell] + WIDTH_TOL:
             seen_lo[cell], seen_hi[cell] = low.value, high.value

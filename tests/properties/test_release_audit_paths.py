@@ -50,6 +50,14 @@ def _published(cells: ReleaseCells, rng: np.random.Generator, kind: str, step: i
     return published, lo, hi
 
 
+def release_cells(release) -> ReleaseCells:
+    """The cells of a release drawn by the release property tests' strategy."""
+    data, tables = release
+    md = Microdata.from_frame(data)
+    built = [tabulate(md, list(by), hierarchies={v: _hierarchy(v, trees.get(v)) for v in by}) for by, trees in tables]
+    return ReleaseCells.build(built, names=[f"t{i}" for i in range(len(built))])
+
+
 def _oracle(cells: ReleaseCells, lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The feasibility interval of every cell by linprog (dense, independent of tabsafe's solver)."""
     A = cells.relations.toarray()
@@ -70,10 +78,7 @@ def _oracle(cells: ReleaseCells, lo: np.ndarray, hi: np.ndarray) -> tuple[np.nda
        seed=st.integers(0, 2**32 - 1), required=st.sampled_from([1.0, 2.0]))
 def test_fast_release_audit_matches_the_programs_and_the_oracle(release, kind: str, step: int, seed: int,
                                                                  required: float) -> None:
-    data, tables = release
-    md = Microdata.from_frame(data)
-    built = [tabulate(md, list(by), hierarchies={v: _hierarchy(v, trees.get(v)) for v in by}) for by, trees in tables]
-    cells = ReleaseCells.build(built, names=[f"t{i}" for i in range(len(built))])
+    cells = release_cells(release)
     published, lo, hi = _published(cells, np.random.default_rng(seed), kind, step)
     o_lo, o_hi = _oracle(cells, lo, hi)
 

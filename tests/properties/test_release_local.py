@@ -18,8 +18,8 @@ from tabsafe import Hierarchy, Microdata, tabulate
 from tabsafe.model.release_cells import ReleaseCells
 from tabsafe.release.audit import _System, central_point
 from tabsafe.release.local import release_box, settle_locally
-from tests.properties.test_release_audit_paths import _oracle, _published
-from tests.properties.test_release_properties import _hierarchy, releases
+from tests.properties.test_release_audit_paths import _oracle, _published, release_cells
+from tests.properties.test_release_properties import releases
 
 _TOL = 1e-6
 #: no variable whole, one partner then two
@@ -45,10 +45,7 @@ def _settled(cells: ReleaseCells, lo: np.ndarray, hi: np.ndarray, required: floa
        seed=st.integers(0, 2**32 - 1), required=st.sampled_from([1.0, 2.0]))
 def test_local_programs_stay_inside_the_intruders_intervals(release, kind: str, step: int, seed: int,
                                                            required: float) -> None:
-    data, tables = release
-    md = Microdata.from_frame(data)
-    built = [tabulate(md, list(by), hierarchies={v: _hierarchy(v, trees.get(v)) for v in by}) for by, trees in tables]
-    cells = ReleaseCells.build(built, names=[f"t{i}" for i in range(len(built))])
+    cells = release_cells(release)
     _, lo, hi = _published(cells, np.random.default_rng(seed), kind, step)
     o_lo, o_hi = _oracle(cells, lo, hi)
     unknown, left, narrow, seen_lo, seen_hi = _settled(cells, lo, hi, required)

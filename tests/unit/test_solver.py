@@ -66,6 +66,18 @@ def test_a_relaxation_grown_by_rows_solves_as_the_grown_program(seed: int, steps
         M = sp.vstack([M, more], format="csr")
 
 
+def _shared_total(rng: np.random.Generator, k: int, least: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two tables sharing a total: cells 0..k-1 add up to cell k, and so do cells k+1..2k; values
+    from ``least`` up, each cell boxed within 2 of its value (not below 0)."""
+    A = np.zeros((2, 2 * k + 1))
+    A[0, :k], A[0, k] = 1.0, -1.0
+    A[1, k + 1:], A[1, k] = 1.0, -1.0
+    truth = rng.integers(least, least + 6, 2 * k + 1).astype(float)
+    truth[k] = truth[:k].sum()
+    truth[k + 1:] = rng.multinomial(int(truth[k]), np.full(k, 1.0 / k))
+    return A, np.maximum(truth - 2, 0), truth + 2
+
+
 @settings(max_examples=25)
 @given(seed=st.integers(0, 2**31 - 1))
 def test_extremes_from_an_interior_point_start_are_the_simplex_extremes(seed: int) -> None:
@@ -76,14 +88,7 @@ def test_extremes_from_an_interior_point_start_are_the_simplex_extremes(seed: in
 
     rng = np.random.default_rng(seed)
     k = int(rng.integers(2, 8))
-    # cells 0..k-1 add up to cell k; cells k+1..2k add up to cell k as well (two tables sharing it)
-    A = np.zeros((2, 2 * k + 1))
-    A[0, :k], A[0, k] = 1.0, -1.0
-    A[1, k + 1:], A[1, k] = 1.0, -1.0
-    truth = rng.integers(0, 6, 2 * k + 1).astype(float)
-    truth[k] = truth[:k].sum()
-    truth[k + 1:] = rng.multinomial(int(truth[k]), np.full(k, 1.0 / k))
-    lower, upper = np.maximum(truth - 2, 0), truth + 2
+    A, lower, upper = _shared_total(rng, k, 0)
     ipm = ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper, first="ipm")
     simplex = ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper)
     for col in rng.permutation(2 * k + 1).tolist():
@@ -97,18 +102,11 @@ def test_a_warm_call_over_its_budget_is_solved_afresh(monkeypatch) -> None:
     """A warm call of ``ExtremeSolver(first="ipm")`` that runs out of simplex iterations (its work
     budget) is solved again by the interior point method: with a budget of one iteration every
     call goes that way, and every extreme is still the dual simplex's."""
-    import tabsafe.solver as solver
+    from tabsafe import solver
 
     monkeypatch.setattr(solver, "WARM_ITERATIONS", 1)
-    rng = np.random.default_rng(5)
     k = 12
-    A = np.zeros((2, 2 * k + 1))
-    A[0, :k], A[0, k] = 1.0, -1.0
-    A[1, k + 1:], A[1, k] = 1.0, -1.0
-    truth = rng.integers(3, 9, 2 * k + 1).astype(float)
-    truth[k] = truth[:k].sum()
-    truth[k + 1:] = rng.multinomial(int(truth[k]), np.full(k, 1.0 / k))
-    lower, upper = np.maximum(truth - 2, 0), truth + 2
+    A, lower, upper = _shared_total(np.random.default_rng(5), k, 3)
     ipm = solver.ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper, first="ipm")
     simplex = solver.ExtremeSolver(sp.csr_matrix(A), np.zeros(2), lower, upper)
     for col in range(2 * k + 1):

@@ -17,7 +17,7 @@ before issue #28: spread programs and two programs per cell not yet wide enough)
 path in one process, on the 69-area randomly rounded releases, with the exposed cells compared.
 ``TABSAFE_BENCH_DEMO=1`` adds the demo's area × age × sex table rounded with area × age ×
 citizenship (200 areas, age bands on both: 45,472 cells), and, randomly rounded, those two with
-area × age × activity, area × occupation × sex and area × education × sex (99,876 cells).
+area × age × activity, area × occupation × sex and area × education × sex (87,290 cells).
 """
 
 from __future__ import annotations

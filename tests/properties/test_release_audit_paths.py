@@ -150,3 +150,19 @@ def test_moves_settle_the_zeros_of_a_sparse_category() -> None:
             cost[c] = sense
             lp = linprog(cost, A_eq=A, b_eq=np.zeros(A.shape[0]), bounds=list(zip(lo, hi)), method="highs")
             assert lp.status == 0 and sense * reach >= lp.fun - _TOL, (cells.name(c), reach, sense * lp.fun)
+
+
+def test_a_cell_pinned_by_rounded_values_is_derived_from_them() -> None:
+    """Two areas of 1 person each and their total of 2, rounded at random to base 3 as 3, 3 and
+    0 (each with chance 1/3): each area is at least 1, the total at most 2, so all three are
+    pinned. What gives an area away is the other area and the total as published (no cell is
+    published exactly, so a derivation of exact cells alone would be empty)."""
+    t = tabulate(Microdata.from_frame(pd.DataFrame({"area": ["a", "b"]})), ["area"])
+    cells = ReleaseCells.build([t], names=["t"])
+    published = np.array([3.0 if code != "Total" else 0.0 for code in t.dimensions[0].hierarchy.order])
+    lo, hi = published_bounds(cells, [published], bases=[3])
+    audit = audit_release(cells, lo, hi, required=1.0, published=[published])
+    assert {(e.codes, e.lower, e.upper) for e in audit.exposed} == \
+        {("(area=a)", 1.0, 1.0), ("(area=b)", 1.0, 1.0), ("(area=Total)", 2.0, 2.0)}
+    a = next(e for e in audit.exposed if e.codes == "(area=a)")
+    assert set(a.derivation) == {"t (area=b) published 3", "t (area=Total) published 0"}

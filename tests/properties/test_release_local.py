@@ -1,10 +1,11 @@
 """The release audit's local programs (:mod:`tabsafe.release.local`, issue #28): a cell's programs
-over a box of cells around it, every other cell at a feasible table's value.
+over a box of cells around it, every other cell at a feasible table's value, the box grown by
+column generation until the bound is shown wide enough or exact.
 
 Checked against an independent oracle (scipy's ``linprog`` over the release's relations and the
 published bounds, as in ``test_release_audit_paths``): every value the local programs reach lies
-inside the cell's feasibility interval, a cell they settle is wide enough, and a cell they show
-narrow is narrow, with the oracle's interval.
+inside the cell's feasibility interval, and on these small releases they decide every cell: the
+cells they show narrow are exactly the oracle's narrow cells, with the oracle's intervals.
 """
 
 from __future__ import annotations
@@ -22,13 +23,13 @@ from tests.properties.test_release_audit_paths import _oracle, _published, relea
 from tests.properties.test_release_properties import releases
 
 _TOL = 1e-6
-#: no variable whole, one partner then two
-BOXES = ((1, 0), (2, 0))
+#: the box the programs start from: one partner, no variable whole (smaller than these releases)
+START = (1, 0)
 
 
 def _settled(cells: ReleaseCells, lo: np.ndarray, hi: np.ndarray, required: float):
     """The local programs on every unknown cell, from the central point alone (no moves first),
-    in boxes smaller than the release (:data:`BOXES`)."""
+    starting from boxes smaller than the release (:data:`START`)."""
     unknown = hi - lo > 1e-7
     system = _System.of(cells.relations, lo, unknown)
     req = np.full(cells.n_cells, required)
@@ -36,7 +37,7 @@ def _settled(cells: ReleaseCells, lo: np.ndarray, hi: np.ndarray, required: floa
     assert point is not None
     seen_lo, seen_hi = point.copy(), point.copy()
     # boxes smaller than these releases' tables (the default takes small variables whole)
-    left, narrow = settle_locally(cells, system, point, lo, hi, unknown, req, seen_lo, seen_hi, boxes=BOXES)
+    left, narrow = settle_locally(cells, system, point, lo, hi, unknown, req, seen_lo, seen_hi, start=START)
     return unknown, left, narrow, seen_lo, seen_hi
 
 
@@ -51,14 +52,16 @@ def test_local_programs_stay_inside_the_intruders_intervals(release, kind: str, 
     unknown, left, narrow, seen_lo, seen_hi = _settled(cells, lo, hi, required)
     # every value reached is one a table satisfying every relation gives the cell
     assert (seen_lo >= o_lo - _TOL).all() and (seen_hi <= o_hi + _TOL).all()
+    # every cell decided (the work budget is far above these releases)
+    assert not left.any()
     shown = {n.cell for n in narrow}
-    for n in narrow:  # shown narrow: narrow, and its interval the oracle's
-        assert o_hi[n.cell] - o_lo[n.cell] < required - _TOL
+    for n in narrow:  # shown narrow: its interval the oracle's
         assert abs(n.low.value - o_lo[n.cell]) <= _TOL and abs(n.high.value - o_hi[n.cell]) <= _TOL
-    settled = np.flatnonzero(unknown & ~left)
-    wide = [c for c in settled.tolist() if c not in shown]
+    # the narrow cells are the oracle's narrow cells; every other one was shown wide enough
+    assert shown == set(np.flatnonzero(unknown & (o_hi - o_lo < required - _TOL)).tolist())
+    wide = [c for c in np.flatnonzero(unknown).tolist() if c not in shown]
     assert (seen_hi[wide] - seen_lo[wide] >= required - _TOL).all()
-    event(f"local programs settled {'some' if wide else 'none'}; shown narrow: {'some' if shown else 'none'}")
+    event(f"shown narrow: {'some' if shown else 'none'}")
 
 
 def _two_tables() -> ReleaseCells:
@@ -103,12 +106,15 @@ def test_the_box_around_a_release_cell() -> None:
 
 
 def test_local_programs_settle_cells_the_moves_leave() -> None:
-    """Not vacuous: on a rounded release of the two tables, the local programs alone settle most
-    unknown cells, each inside linprog's interval (the property test above checks the same on
-    random releases)."""
+    """Not vacuous: on a rounded release of the two tables the local programs alone decide every
+    unknown cell, some shown narrow and most wide, inside linprog's intervals (the property test
+    above checks the same on random releases)."""
     cells = _two_tables()
     _, lo, hi = _published(cells, np.random.default_rng(11), "round", 3)
     o_lo, o_hi = _oracle(cells, lo, hi)
-    unknown, left, _, seen_lo, seen_hi = _settled(cells, lo, hi, 1.0)
-    assert (unknown & ~left).sum() >= 0.8 * unknown.sum()
+    unknown, left, narrow, seen_lo, seen_hi = _settled(cells, lo, hi, 3.0)
+    assert not left.any()
+    # 10 of the 56 unknown cells are narrower than 3 (linprog): those, and only those
+    shown = {n.cell for n in narrow}
+    assert len(shown) == 10 and shown == set(np.flatnonzero(unknown & (o_hi - o_lo < 3.0 - _TOL)).tolist())
     assert (seen_lo >= o_lo - _TOL).all() and (seen_hi <= o_hi + _TOL).all()

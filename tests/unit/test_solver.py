@@ -113,3 +113,70 @@ def test_a_warm_call_over_its_budget_is_solved_afresh(monkeypatch) -> None:
         for maximize in (True, False):
             assert ipm.extreme(col, maximize=maximize).value == pytest.approx(
                 simplex.extreme(col, maximize=maximize).value, abs=1e-7)
+
+
+def _grid(rng: np.random.Generator, r: int, c: int) -> tuple[sp.csr_matrix, np.ndarray, np.ndarray, np.ndarray,
+                                                               np.ndarray]:
+    """An r × c table with its row and column totals as one vector ((r + 1) × (c + 1) less the
+    grand total, totals last), the relations that it adds up with the grand total known
+    (``A @ y = b``), its values ``y``, and a box within 2 of each value (not below 0)."""
+    inner = rng.integers(0, 6, (r, c)).astype(float)
+    full = np.zeros((r + 1, c + 1))
+    full[:r, :c] = inner
+    full[:r, c] = inner.sum(axis=1)
+    full[r, :c] = inner.sum(axis=0)
+    full[r, c] = inner.sum()
+    at = np.arange((r + 1) * (c + 1)).reshape(r + 1, c + 1)
+    rows = []
+    for i in range(r + 1):  # each row of the grid adds up to its total
+        rows.append({**{int(at[i, j]): 1.0 for j in range(c)}, int(at[i, c]): -1.0})
+    for j in range(c + 1):
+        rows.append({**{int(at[i, j]): 1.0 for i in range(r)}, int(at[r, j]): -1.0})
+    A = sp.lil_matrix((len(rows), full.size))
+    for k, row in enumerate(rows):
+        for col, v in row.items():
+            A[k, col] = v
+    y = full.ravel()
+    A = sp.csr_matrix(A)
+    b = -(A[:, -1] @ y[-1:])  # the grand total published: on the right-hand side
+    y = y[:-1]
+    return sp.csr_matrix(A[:, :-1]), np.asarray(b).ravel(), y, np.maximum(y - 2, 0), y + 2
+
+
+@settings(max_examples=30)
+@given(seed=st.integers(0, 2**31 - 1))
+def test_a_growing_program_solves_as_its_free_variables_held_program(seed: int) -> None:
+    """``GrowingProgram`` (issue #28, the release audit's local programs): after each growth and
+    each change of objective, its optimum is linprog's over the free variables with every other
+    variable held at ``y`` (warm from the last basis, in changes from ``y``), the point it returns
+    satisfies every relation, and ``moved`` names the variables it changed."""
+    from scipy.optimize import linprog
+
+    from tabsafe.solver import GrowingProgram
+
+    rng = np.random.default_rng(seed)
+    A, b, y, lower, upper = _grid(rng, int(rng.integers(2, 5)), int(rng.integers(2, 5)))
+    n = y.size
+    order = rng.permutation(n)
+    grow = GrowingProgram(A, sp.csr_matrix(A.T), b, y, lower, upper, order[:2])
+    for size in sorted({3, int(rng.integers(3, n + 1)), n}):
+        grow.add(order[:size])
+        free = np.sort(order[:size])
+        assert set(grow.variables.tolist()) == set(free.tolist())
+        held = np.setdiff1d(np.arange(n), free)
+        rhs = b - A[:, held] @ y[held]
+        for at in rng.choice(free, 3).tolist():
+            maximize = bool(rng.integers(2))
+            grow.aim(int(at), maximize)
+            value, x, _ = grow.solve()
+            cost = np.zeros(free.size)
+            cost[np.searchsorted(free, at)] = -1.0 if maximize else 1.0
+            ref = linprog(cost, A_eq=A[:, free], b_eq=rhs, bounds=list(zip(lower[free], upper[free])), method="highs")
+            assert ref.status == 0
+            assert abs(value - (-ref.fun if maximize else ref.fun)) <= 1e-7
+            table = y.copy()
+            table[grow.variables] = x
+            assert np.abs(A @ table - b).max() <= 1e-7
+            assert (table >= lower - 1e-9).all() and (table <= upper + 1e-9).all()
+            changed = set(grow.variables[np.abs(x - y[grow.variables]) > 1e-9].tolist())
+            assert set(grow.paths[maximize].tolist()) == changed

@@ -20,10 +20,11 @@ cell of a component up and down settle most cells before any per-cell program.
 
 When a table that satisfies every relation and bound is at hand — the published values of a
 controlled rounding, else a central point of the intruder's program (:func:`central_point`) — three
-cheaper steps come first (issue #28): its additive moves (:func:`move_intervals`), then two small
-programs per cell left over a box of cells around it with the rest of the release held
-(:mod:`tabsafe.release.local`), which also show a cell narrow when its own relations pin it; the
-programs over the whole part then take only the cells left, without the push programs.
+cheaper steps come first (issue #28): its additive moves (:func:`move_intervals`), then for each
+cell left programs over a box of cells around it with the rest of the release held, the box grown
+by column generation until the cell is shown wide enough or its bounds are exact
+(:mod:`tabsafe.release.local`); the programs over the whole part then take only the cells over
+that work budget, without the push programs.
 """
 
 from __future__ import annotations
@@ -266,8 +267,8 @@ def _settle_from_point(cells: ReleaseCells, system: _System, point: np.ndarray, 
     """Settle, without a program over the whole release, every wanted cell that the additive moves
     of the feasible table ``point`` (:func:`move_intervals`, issue #28) and then the local programs
     around it (:func:`tabsafe.release.local.settle_locally`) show wide enough: its inner bounds go
-    into ``out_lo``/``out_hi``; a cell its own relations show narrow, with an interval the tables
-    found reach, is exposed here. Returns the cells still wanted."""
+    into ``out_lo``/``out_hi``; a cell the local programs show narrow, with its exact interval, is
+    exposed here. Returns the cells still wanted (the local programs' work budget spent)."""
     seen_lo, seen_hi = move_intervals(cells, point, lo, hi, unknown, np.where(want, req, 0.0))
     left = want & (seen_hi - seen_lo < req - WIDTH_TOL)
     if left.any():
@@ -275,8 +276,7 @@ def _settle_from_point(cells: ReleaseCells, system: _System, point: np.ndarray, 
         for n in narrow:
             exposed.append(ExposedCell(n.cell, namer(n.cell, hidden=True), *namer.where(n.cell, hidden=True),
                                        float(n.low.value), float(n.high.value), float(req[n.cell]),
-                                       _derivation(namer, n.rows, (n.low, n.high), system.A_K, system.K,
-                                                   system.fixed)))
+                                       _derivation(namer, n.rows, (n.low, n.high), system, n.cell)))
     settled = want & ~left
     out_lo[settled], out_hi[settled] = seen_lo[settled], seen_hi[settled]
     return left
@@ -362,7 +362,7 @@ def _audit_part(cells: ReleaseCells, system: _System, cols: np.ndarray, crow: np
         if high.value - low.value < need[i] - WIDTH_TOL:
             exposed.append(ExposedCell(cell, namer(cell, hidden=True), *namer.where(cell, hidden=True),
                                        float(low.value), float(high.value), float(need[i]),
-                                       _derivation(namer, crow, (low, high), system.A_K, system.K, system.fixed)))
+                                       _derivation(namer, crow, (low, high), system, cell)))
 
 
 def _axis_moves(h: Hierarchy, backward: bool = False, shift: int = 1,
@@ -593,7 +593,12 @@ class _Namer:
     def __init__(self, cells: ReleaseCells, published: Sequence[np.ndarray] | None) -> None:
         self.cells = cells
         self.shown: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
+        #: per release cell, the value a table publishes (NaN where every table hides it)
+        self.value = np.full(cells.n_cells, np.nan)
         if published is not None:
+            for values, rows in reversed(list(zip(published, cells.cells))):  # the first table's, as named
+                v = np.asarray(values, dtype=np.float64)
+                self.value[rows[~np.isnan(v)]] = v[~np.isnan(v)]
             for hidden in (False, True):
                 table = np.full(cells.n_cells, -1, dtype=np.int64)
                 grid = np.zeros(cells.n_cells, dtype=np.int64)
@@ -622,19 +627,20 @@ class _Namer:
         return self.cells.names[i], self.cells.grid_name(i, int(g[cell]))
 
 
-def _derivation(namer: _Namer, crow: np.ndarray, extremes: Sequence, A_K: sp.csr_matrix,
-                K: np.ndarray, fixed: np.ndarray) -> tuple[str, ...]:
-    """The published cells of the relations whose duals hold a bound (what gives the cell away)."""
-    held: list[int] = []
+def _derivation(namer: _Namer, crow: np.ndarray, extremes: Sequence, system: _System, cell: int) -> tuple[str, ...]:
+    """The published cells of the relations whose duals hold a bound (what gives the cell away):
+    those published exactly with their values, then those published rounded or perturbed with
+    the values published (their bounds are what the intruder reads from them)."""
+    exact: list[int] = []
+    boxed: list[int] = []
     for ext in extremes:
         if ext.duals is None:
             continue
         active = crow[np.abs(ext.duals) > _TOL]
-        held += A_K[active].indices.tolist()  # row by row, in the order of the relations
-    out = []
-    for k in dict.fromkeys(held):
-        out.append(f"{namer(int(K[k]))} = {fixed[k]:g}")
-        if len(out) >= MAX_DERIVATION:
-            out.append("…")
-            break
-    return tuple(out)
+        exact += system.A_K[active].indices.tolist()  # row by row, in the order of the relations
+        boxed += system.U[system.A_U[active].indices].tolist()
+    out = [f"{namer(int(system.K[k]))} = {system.fixed[k]:g}" for k in dict.fromkeys(exact)]
+    # a blank (suppressed) cell has no published value: it is not named
+    out += [f"{namer(c)} published {namer.value[c]:g}" for c in dict.fromkeys(boxed)
+            if c != cell and not np.isnan(namer.value[c])]
+    return tuple(out[:MAX_DERIVATION]) + (("…",) if len(out) > MAX_DERIVATION else ())

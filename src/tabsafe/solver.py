@@ -497,10 +497,10 @@ class GrowingProgram:
     def add(self, free: np.ndarray) -> None:
         """Free the variables ``free`` (those free already stay as they are), with their rows."""
         h = self.h
-        cells = np.unique(free[~self.free[free]])
-        if cells.size == 0:
+        new = np.unique(free[~self.free[free]])
+        if new.size == 0:
             return
-        col = self.AT[cells]
+        col = self.AT[new]
         new_rows = np.unique(col.indices)
         new_rows = new_rows[self.row_of[new_rows] < 0]
         if new_rows.size:
@@ -513,21 +513,23 @@ class GrowingProgram:
         # two columns per variable, its entries twice in a row (up: +a, then down: -a)
         counts = np.diff(col.indptr)
         starts = np.concatenate([[0], np.cumsum(np.repeat(counts, 2))[:-1]]).astype(np.int32)
-        twice = np.repeat(np.arange(cells.size), counts)  # the variable of each entry
+        twice = np.repeat(np.arange(new.size), counts)  # the variable of each entry
         order = np.lexsort((np.concatenate([np.zeros(col.nnz), np.ones(col.nnz)]), np.concatenate([twice, twice])))
         index = np.concatenate([self.row_of[col.indices], self.row_of[col.indices]])[order]
         value = np.concatenate([col.data, -col.data])[order]
-        upper = np.empty(2 * cells.size)
-        upper[0::2] = np.maximum(self.upper[cells] - self.y[cells], 0.0)
-        upper[1::2] = np.maximum(self.y[cells] - self.lower[cells], 0.0)
-        h.addCols(2 * cells.size, np.zeros(2 * cells.size), np.zeros(2 * cells.size), upper, index.size, starts,
+        upper = np.empty(2 * new.size)
+        upper[0::2] = np.maximum(self.upper[new] - self.y[new], 0.0)
+        upper[1::2] = np.maximum(self.y[new] - self.lower[new], 0.0)
+        h.addCols(2 * new.size, np.zeros(2 * new.size), np.zeros(2 * new.size), upper, index.size, starts,
                   index.astype(np.int32), value.astype(np.float64))
-        self.col_of[cells] = self.variables.size + np.arange(cells.size)
-        self.variables = np.concatenate([self.variables, cells])
-        self.free[cells] = True
+        self.col_of[new] = self.variables.size + np.arange(new.size)
+        self.variables = np.concatenate([self.variables, new])
+        self.free[new] = True
 
     def aim(self, at: int, maximize: bool) -> None:
-        """Make the free variable ``at``'s largest (``maximize``) or least value the objective."""
+        """Make the variable ``at``'s largest (``maximize``) or least value the objective (freeing
+        it if it is held)."""
+        self.add(np.array([at], dtype=np.int64))
         self.maximize = maximize
         h = self.h
         if self.at >= 0:
@@ -543,6 +545,9 @@ class GrowingProgram:
         order), the rows' duals (:attr:`rows`' order); None when HiGHS does not solve it."""
         h = self.h
         h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            h.clearSolver()  # a warm start that stalls: once more from nothing, as ExtremeSolver does
+            h.run()
         if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
             return None
         sol = h.getSolution()

@@ -467,7 +467,8 @@ def run_audit(args: argparse.Namespace) -> int:
                 columns = ["table", "cell", "lower", "upper", "width", "required", "exact", "derivation"]
                 out.write_arrow(out_path, pa.table({c: [r[c] for r in rows] for c in columns}))
     s = result.summary()
-    say(f"release audit: {s['tables']} table{'s' if s['tables'] != 1 else ''}, {s['cells']:,} cells ({s['shared_cells']:,} shared), "
+    tables = f"{s['tables']} table{'s' if s['tables'] != 1 else ''}"
+    say(f"release audit: {tables}, {s['cells']:,} cells ({s['shared_cells']:,} shared), "
         f"{s['unknown_cells']:,} not published exactly; suppressed cells at least {suppressed_min:g}", quiet=args.quiet)
     say(f"cells narrower than {args.protection_level:g}: {s['exposed']:,} ({s['exact']:,} pinned to one value)",
         quiet=args.quiet)

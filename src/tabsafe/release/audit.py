@@ -593,12 +593,10 @@ class _Namer:
     def __init__(self, cells: ReleaseCells, published: Sequence[np.ndarray] | None) -> None:
         self.cells = cells
         self.shown: dict[bool, tuple[np.ndarray, np.ndarray]] = {}
-        #: per release cell, the value a table publishes (NaN where every table hides it)
+        #: per release cell, the value published by the table that names it (NaN where every table
+        #: hides it)
         self.value = np.full(cells.n_cells, np.nan)
         if published is not None:
-            for values, rows in reversed(list(zip(published, cells.cells))):  # the first table's, as named
-                v = np.asarray(values, dtype=np.float64)
-                self.value[rows[~np.isnan(v)]] = v[~np.isnan(v)]
             for hidden in (False, True):
                 table = np.full(cells.n_cells, -1, dtype=np.int64)
                 grid = np.zeros(cells.n_cells, dtype=np.int64)
@@ -609,6 +607,10 @@ class _Namer:
                     table[rows[pick]] = i
                     grid[rows[pick]] = np.flatnonzero(pick)
                 self.shown[hidden] = (table, grid)
+            table, grid = self.shown[False]
+            for i, values in enumerate(published):
+                pick = table == i
+                self.value[pick] = np.asarray(values, dtype=np.float64)[grid[pick]]
 
     def __call__(self, cell: int, *, hidden: bool = False) -> str:
         if hidden in self.shown and self.shown[hidden][0][cell] >= 0:

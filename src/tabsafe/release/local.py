@@ -184,17 +184,18 @@ class _Bound:
 
 
 def _bound(grow: GrowingProgram, box: np.ndarray, at: int, maximize: bool, target: float,
-           widen: Callable[[np.ndarray, np.ndarray], None]) -> _Bound | None:
+           widen: Callable[[np.ndarray, np.ndarray], None], room: tuple[np.ndarray, np.ndarray]) -> _Bound | None:
     """The largest (``maximize``) or least value of the unknown cell ``at`` (a position in ``U``)
     by column generation (module docstring) in ``grow`` with the box ``box`` freed: stops with
     the value it reached once that is ``target`` or beyond, with the exact bound when no held
     cell prices in, and with None when the work budget (:data:`GROW_ROUNDS`, :data:`GROW_CELLS`)
-    is spent or HiGHS does not solve a program. ``widen(cells, x)`` takes every optimum found."""
+    is spent or HiGHS does not solve a program. ``widen(cells, x)`` takes every optimum found;
+    ``room``: each cell's distance from the feasible table up to its upper and down to its lower
+    bound."""
     sign = 1.0 if maximize else -1.0
+    up, down = room
     grow.add(box)
     grow.aim(at, maximize)
-    up = grow.upper - grow.y
-    down = grow.y - grow.lower
     for _ in range(GROW_ROUNDS):
         got = grow.solve()
         if got is None:  # left to the programs over the whole release, which decide it
@@ -245,6 +246,7 @@ def settle_locally(cells: ReleaseCells, system: Relations, point: np.ndarray, lo
     where[U] = np.arange(U.size)
     AT = sp.csr_matrix(system.A_U.T)
     y, lo, hi = point[U], lower[U], upper[U]
+    room = (hi - y, y - lo)
     want = want.copy()
 
     def widen(free: np.ndarray, x: np.ndarray) -> None:
@@ -270,9 +272,9 @@ def settle_locally(cells: ReleaseCells, system: Relations, point: np.ndarray, lo
         grow = GrowingProgram(system.A_U, AT, system.b, y, lo, hi, path)
         box = where[release_box(cells, cell, point, *start)]
         box = box[box >= 0]
-        high = _bound(grow, box, int(where[cell]), True, seen_lo[cell] + required[cell], widen)
+        high = _bound(grow, box, int(where[cell]), True, seen_lo[cell] + required[cell], widen, room)
         low = None if high is None or wide(cell) else \
-            _bound(grow, box, int(where[cell]), False, high.value - required[cell], widen)
+            _bound(grow, box, int(where[cell]), False, high.value - required[cell], widen, room)
         path = grow.moved
         if wide(cell):
             want[cell] = False
